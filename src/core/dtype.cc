@@ -3,6 +3,10 @@
 #include <array>
 #include <string>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include "core/error.h"
 
 namespace qs {
@@ -113,20 +117,37 @@ void dequantize_row(DType dtype, const void* src, float* dst, int64_t n) {
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
     case DType::F16: {
-      const auto* p = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(p[i]);
+      const auto* p = static_cast<const uint8_t*>(src);
+      int64_t i = 0;
+#if defined(__F16C__)
+      for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+      }
+#endif
+      for (; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        dst[i] = fp16_to_fp32(h);
+      }
       return;
     }
     case DType::BF16: {
-      const auto* p = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(p[i]);
+      const auto* p = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, p + 2 * i, 2);
+        dst[i] = bf16_to_fp32(b);
+      }
       return;
     }
     case DType::Q8_0: {
-      const auto* blocks = static_cast<const BlockQ8_0*>(src);
+      const auto* p = static_cast<const uint8_t*>(src);
       for (int64_t b = 0; b < n / 32; ++b) {
-        const float d = fp16_to_fp32(blocks[b].d);
-        for (int i = 0; i < 32; ++i) dst[b * 32 + i] = d * static_cast<float>(blocks[b].qs[i]);
+        BlockQ8_0 block;
+        std::memcpy(&block, p + b * sizeof(BlockQ8_0), sizeof block);
+        const float d = fp16_to_fp32(block.d);
+        for (int i = 0; i < 32; ++i) dst[b * 32 + i] = d * static_cast<float>(block.qs[i]);
       }
       return;
     }

@@ -1,0 +1,17 @@
+// Entry points of the `qwenserve` subcommands. Each registers its options on the CLI11 app and
+// returns the callback that runs it; errors propagate as qs::Error and main() prints them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace qs::cli {
+
+using Command = std::function<int()>;
+
+Command register_generate(CLI::App& app);
+Command register_info(CLI::App& app);
+Command register_tokenize(CLI::App& app);
+Command register_logits(CLI::App& app);
+
+}  // namespace qs::cli

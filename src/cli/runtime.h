@@ -1,0 +1,38 @@
+// What every model-running command sets up: the loaded model, a thread pool, a KV cache sized for
+// the requested context and a ModelRunner.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/model_loader.h"
+#include "model/model_runner.h"
+
+namespace qs::cli {
+
+struct RuntimeOptions {
+  std::string model_path;
+  int threads = 0;               // 0: all online CPUs
+  int64_t ctx_size = 4096;       // tokens of context (capped by max_position_embeddings)
+  int64_t batch_size = 512;      // prefill chunk, tokens per forward pass
+  std::string kv_cache_type = "f16";
+
+  /// Adds --model, --threads, --ctx-size, --batch-size, --kv-cache-type to `command`.
+  void add_to(CLI::App& command);
+};
+
+struct Runtime {
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<ModelRunner> runner;
+};
+
+/// Loads the model and allocates everything for one sequence of `ctx_size` tokens.
+/// Throws qs::Error.
+Runtime make_runtime(const RuntimeOptions& options);
+
+}  // namespace qs::cli

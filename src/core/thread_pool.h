@@ -1,0 +1,66 @@
+// A persistent pool of worker threads for data-parallel loops inside a forward pass.
+//
+// `parallel_for` splits [0, n) into contiguous chunks, one per thread (the calling thread takes
+// part), and returns when all are done. No heap allocation per call: the callable is passed by
+// reference through a type-erased trampoline.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace qs {
+
+class ThreadPool {
+ public:
+  /// `n_threads` >= 1 counts the calling thread; n_threads - 1 workers are started.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int n_threads() const { return n_threads_; }
+
+  /// Calls fn(begin, end, thread_index) on disjoint chunks covering [0, n). Thread i gets the
+  /// i-th of n_threads near-equal chunks, so the split is deterministic.
+  template <typename Fn>
+  void parallel_for(int64_t n, Fn&& fn) {
+    if (n <= 0) return;
+    if (n_threads_ == 1 || n == 1) {
+      fn(int64_t{0}, n, 0);
+      return;
+    }
+    run(n, &trampoline<std::remove_reference_t<Fn>>, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using TaskFn = void (*)(void* ctx, int64_t begin, int64_t end, int thread);
+  template <typename Fn>
+  static void trampoline(void* ctx, int64_t begin, int64_t end, int thread) {
+    (*static_cast<Fn*>(ctx))(begin, end, thread);
+  }
+
+  void run(int64_t n, TaskFn fn, void* ctx);
+  void run_chunk(int thread) const;
+  void worker_loop(int thread);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  TaskFn task_fn_ = nullptr;
+  void* task_ctx_ = nullptr;
+  int64_t task_n_ = 0;
+};
+
+/// Default thread count: the number of online CPUs (at least 1).
+int default_thread_count();
+
+}  // namespace qs

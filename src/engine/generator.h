@@ -1,0 +1,49 @@
+// Single-sequence generation on top of ModelRunner: chunked prefill of the prompt, then one token
+// per decode step, until a stop token or max_tokens. Used by `qwenserve generate`; the serving
+// engine's scheduler generalises this to many sequences.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/model_runner.h"
+#include "sampling/sampling_params.h"
+
+namespace qs {
+
+struct GenerationOptions {
+  int32_t max_tokens = 256;                 // generated tokens at most
+  SamplingParams sampling;
+  std::vector<int32_t> stop_token_ids;      // generation ends after emitting one of these
+};
+
+struct GenerationResult {
+  int64_t prompt_tokens = 0;
+  std::vector<int32_t> output_ids;          // generated tokens, stop token included
+  std::string finish_reason;                // "stop" (stop token) or "length" (max_tokens/context)
+  double ttft_ms = 0;                       // start of prefill -> first token sampled
+  double prefill_ms = 0;                    // forward passes over the prompt
+  double decode_ms = 0;                     // forward passes + sampling after the first token
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;  // (output tokens - 1) / decode time
+};
+
+class Generator {
+ public:
+  Generator(ModelRunner& runner, KvCache& cache) : runner_(runner), cache_(cache) {}
+
+  /// Generates from `prompt_ids` (non-empty). `on_token` is called with each new token id as soon
+  /// as it is sampled. The KV blocks are returned to the pool before returning. Throws qs::Error
+  /// when the prompt is empty, does not fit the context, or the KV cache has too few free blocks.
+  GenerationResult run(const std::vector<int32_t>& prompt_ids, const GenerationOptions& options,
+                       const std::function<void(int32_t)>& on_token);
+
+ private:
+  ModelRunner& runner_;
+  KvCache& cache_;
+};
+
+}  // namespace qs
