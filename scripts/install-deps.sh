@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs qwenserve's build and test dependencies: Debian packages (compiler toolchain, CMake,
+# Ninja, GoogleTest, nlohmann-json, CLI11, PCRE2, utf8proc, numpy for the float64 reference) and the
+# npm packages used as independent references by the tests (package.json).
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
+          nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev python3 python3-numpy
+          )
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# node/npm may come from elsewhere than Debian (e.g. nodesource); only require that they run.
+command -v node >/dev/null && command -v npm >/dev/null
+(cd "$repo_root" && npm install --no-audit --no-fund --silent)
