@@ -38,8 +38,8 @@
   const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
   function latency(stats, metric, quantile) {
-    const window = stats && stats[els.window.value];
-    const m = window && window[metric];
+    const w = stats && stats[els.window.value];
+    const m = w && w[metric];
     return m ? num(m[quantile]) : null;
   }
 

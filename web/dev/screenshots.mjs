@@ -249,6 +249,18 @@ async function dashboard(scheme) {
       .map((id) => document.getElementById(id).textContent).join(' / ')`);
   check(`[${scheme}] cards filled`, !cards.includes('—'), cards);
   check(`[${scheme}] status ok`, await page.eval(`document.querySelector('#stats-status').dataset.state === 'ok'`));
+  const before = await page.eval(`JSON.stringify(window.qsDashboard.charts['ttft-chart'].data.datasets[0].data)`);
+  await page.eval(`(() => { const s = document.querySelector('#window'); s.value = 'window_requests';
+                           s.dispatchEvent(new Event('change')); })()`);
+  const after = await page.eval(`JSON.stringify(window.qsDashboard.charts['ttft-chart'].data.datasets[0].data)`);
+  check(`[${scheme}] window switch redraws`, before !== after);
+  await page.eval(`document.querySelector('#pause').click()`);
+  const n = Number(await page.eval(`document.querySelector('#ttft-chart').dataset.points`));
+  await sleep(2200);
+  check(`[${scheme}] pause stops polling`, Number(await page.eval(`document.querySelector('#ttft-chart').dataset.points`)) === n &&
+        await page.eval(`document.querySelector('#stats-status').dataset.state === 'paused'`));
+  await page.eval(`document.querySelector('#pause').click()`);
+  check(`[${scheme}] resume polls again`, await page.waitFor(`Number(document.querySelector('#ttft-chart').dataset.points) > ${n}`, 5000));
   check(`[${scheme}] no console errors`, page.consoleErrors.length === 0, page.consoleErrors.join(' | '));
   await page.screenshot(`dashboard-${scheme}.png`);
   await page.close();
