@@ -1,0 +1,63 @@
+// Per-sequence token sampler: turns one row of logits into the next token id.
+//
+// Pipeline of Sampler::sample (the order vLLM uses):
+//   1. logit_bias                    (additive, logits_processing.h)
+//   2. repetition penalty            (prompt + output tokens, logits_processing.h)
+//   3. frequency / presence penalty  (output tokens only, logits_processing.h)
+//   -- the logits span now holds the "processed" logits; log_softmax of it gives logprobs --
+//   4. temperature == 0 or top_k == 1: argmax, ties -> lowest id (no random number used)
+//   5. otherwise softmax(logits / temperature), then top-k, top-p, min-p (candidates.h),
+//      renormalize over the kept tokens and draw one by inverse CDF.
+//
+// Reproducibility: the RNG is std::mt19937_64, whose output sequence the C++ standard fixes, and
+// each draw turns exactly one 64-bit output into a double in [0, 1) with our own arithmetic (no
+// std::*_distribution, whose results are implementation-defined). The same seed, params and
+// logits therefore give the same tokens on every platform, up to the rounding of std::exp.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "sampling/candidates.h"
+#include "sampling/logits_processing.h"
+#include "sampling/sampling_params.h"
+
+namespace qs {
+
+class Sampler {
+ public:
+  /// Validates `params` against `vocab_size` (throws qs::Error, see validate()) and seeds the RNG
+  /// with params.seed, or with 64 bits from std::random_device when no seed is given.
+  Sampler(const SamplingParams& params, int32_t vocab_size);
+
+  /// Returns the next token. `logits` holds vocab_size f32 values and is modified in place: on
+  /// return it contains the processed logits (after steps 1-3 above; not temperature-scaled, not
+  /// truncated). `prompt_ids` and `output_ids` are the sequence so far; they are read (and
+  /// range-checked) only when a penalty is active. Advances the RNG by one output per
+  /// non-greedy call. Throws qs::Error on a size mismatch, an out-of-vocabulary id, or logits that
+  /// are NaN / +inf / all -inf.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> prompt_ids,
+                 std::span<const int32_t> output_ids);
+
+  const SamplingParams& params() const { return params_; }
+  int32_t vocab_size() const { return vocab_size_; }
+  /// The seed in use (params.seed or the one drawn from std::random_device), for logs and replays.
+  uint64_t seed() const { return seed_; }
+  /// True when sample() is a plain argmax (temperature 0 or top_k 1).
+  bool is_greedy() const { return params_.temperature == 0.0f || params_.top_k == 1; }
+
+ private:
+  int32_t sample_from_distribution(std::span<const float> logits);
+
+  SamplingParams params_;
+  int32_t vocab_size_;
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  PenaltyScratch penalty_scratch_;
+  std::vector<float> probs_;
+  std::vector<int32_t> candidates_;
+};
+
+}  // namespace qs
