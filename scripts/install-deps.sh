@@ -5,7 +5,7 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-          nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev python3 python3-numpy
+          nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev python3 python3-numpy
           libjs-marked node-dompurify libjs-highlight.js libjs-chart.js
           )
 missing=()

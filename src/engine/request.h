@@ -1,0 +1,80 @@
+// What the HTTP layer hands the engine, and what flows back: one RequestStream per generation.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+
+namespace qs {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct EngineRequest {
+  std::string id;
+  std::vector<int32_t> prompt_ids;
+  SamplingParams sampling;
+  int32_t max_tokens = 16;                // generated tokens at most (already fitted to context)
+  std::vector<std::string> stop_strings;  // text stops (not returned)
+  std::vector<int32_t> stop_token_ids;    // token stops, e.g. <|im_end|> (not returned as text)
+  int32_t top_logprobs = -1;              // -1: no logprobs; else 0..20 alternatives per token
+  bool skip_special_tokens = true;        // drop special tokens from the text
+  SteadyClock::time_point arrival = SteadyClock::now();
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;                                // natural log of the model's probability
+  std::vector<std::pair<int32_t, float>> top;       // most likely alternatives, best first
+};
+
+struct EngineEvent {
+  enum class Kind { kDelta, kFinished, kError };
+  Kind kind = Kind::kDelta;
+  std::string text;                      // new UTF-8 text (complete characters, stops withheld)
+  std::vector<int32_t> token_ids;        // tokens sampled since the previous event
+  std::vector<TokenLogprob> logprobs;    // one per token in token_ids when requested
+  std::string finish_reason;             // kFinished: "stop", "length", "cancelled"
+  std::string error;                     // kError: what went wrong
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;         // total so far
+  double queue_ms = -1;                  // set once: arrival -> admission into the running set
+};
+
+/// Single-producer (engine) / single-consumer (HTTP thread) event channel with a cancel flag.
+class RequestStream {
+ public:
+  void push(EngineEvent event) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back(std::move(event));
+    }
+    cv_.notify_one();
+  }
+  /// Waits up to `timeout` for the next event; false on timeout.
+  bool pop(EngineEvent& out, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return false;
+    out = std::move(events_.front());
+    events_.pop_front();
+    return true;
+  }
+  /// Asks the engine to stop this generation and free its KV blocks at the next step.
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<EngineEvent> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace qs

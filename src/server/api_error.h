@@ -1,0 +1,43 @@
+// OpenAI-shaped API errors: {"error": {"message", "type", "param", "code"}} with an HTTP status.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace qs {
+
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string message, std::string param = {},
+           std::string type = "invalid_request_error", std::string code = {})
+      : std::runtime_error(message),
+        status_(status),
+        param_(std::move(param)),
+        type_(std::move(type)),
+        code_(std::move(code)) {}
+
+  int status() const { return status_; }
+  const std::string& param() const { return param_; }
+
+  nlohmann::json to_json() const {
+    return {{"error",
+             {{"message", what()},
+              {"type", type_},
+              {"param", param_.empty() ? nlohmann::json(nullptr) : nlohmann::json(param_)},
+              {"code", code_.empty() ? nlohmann::json(nullptr) : nlohmann::json(code_)}}}};
+  }
+
+ private:
+  int status_;
+  std::string param_;
+  std::string type_;
+  std::string code_;
+};
+
+/// 400 invalid_request_error naming the offending parameter.
+inline ApiError invalid_param(const std::string& param, const std::string& message) {
+  return ApiError(400, message, param, "invalid_request_error", "invalid_value");
+}
+
+}  // namespace qs

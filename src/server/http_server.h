@@ -1,0 +1,80 @@
+// The OpenAI-compatible HTTP front end (cpp-httplib): routes, auth, validation, SSE streaming,
+// health/readiness, Prometheus metrics and rolling latency stats.
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST /tokenize,
+// POST /detokenize, GET /health, GET /ready, GET /metrics, GET /stats, plus static files from
+// set_static_files(). Errors use OpenAI's shape {"error": {"message", "type", "param", "code"}}.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "chat/chat_template.h"
+#include "engine/engine.h"
+#include "metrics/server_metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace qs {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;                   // empty: no auth
+  std::string served_model_name = "qwenserve";
+  int32_t max_tokens_cap = 2048;         // requests asking for more get this many
+  int32_t default_max_tokens = 512;      // when a request sets no max_tokens (fitted to context)
+  size_t max_body_bytes = 8u << 20;      // larger bodies get 413
+  int64_t keepalive_ms = 5000;           // SSE comment interval while nothing else is sent
+  int http_threads = 32;                 // concurrent connections served
+  std::string log_format = "json";       // per-request log line on stderr: json, text or none
+};
+
+/// A static file: body and content type (the web UI).
+struct StaticFile {
+  std::string_view content_type;
+  std::string_view body;
+};
+using StaticFileLookup = std::function<const StaticFile*(std::string_view path)>;
+
+class HttpServer {
+ public:
+  HttpServer(ServerOptions options, Engine& engine, const Tokenizer& tokenizer,
+             const ChatTemplate& chat_template, metrics::ServerMetrics& metrics);
+  ~HttpServer();
+
+  /// Serves GET requests for paths the lookup knows (called before returning 404).
+  void set_static_files(StaticFileLookup lookup) { static_files_ = std::move(lookup); }
+  /// /ready answers 200 only after set_ready(true) (model loaded and warmed up).
+  void set_ready(bool ready) { ready_.store(ready); }
+
+  /// Binds and serves until stop(). Returns false if the address cannot be bound.
+  bool listen();
+  /// Stops accepting connections; listen() returns once in-flight requests are done.
+  void stop();
+  /// Port actually bound (useful with port 0).
+  int bound_port() const { return bound_port_; }
+
+ private:
+  void register_routes();
+  struct Routes;
+
+  ServerOptions options_;
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  const ChatTemplate& chat_template_;
+  metrics::ServerMetrics& metrics_;
+  std::unique_ptr<httplib::Server> server_;
+  StaticFileLookup static_files_;
+  std::atomic<bool> ready_{false};
+  int bound_port_ = 0;
+};
+
+}  // namespace qs

@@ -1,0 +1,125 @@
+#include "server/job_builder.h"
+
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include "core/error.h"
+#include "server/api_error.h"
+
+namespace qs {
+namespace {
+
+std::string random_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%s-%012llx%04llx", prefix,
+                static_cast<unsigned long long>(salt & 0xffffffffffffULL),
+                static_cast<unsigned long long>(counter.fetch_add(1) & 0xffff));
+  return buffer;
+}
+
+std::vector<int32_t> stop_token_ids(const Tokenizer& tokenizer) {
+  std::vector<int32_t> ids;
+  if (auto eos = tokenizer.eos_id()) ids.push_back(*eos);
+  for (const char* literal : {"<|im_end|>", "<|endoftext|>"}) {
+    auto id = tokenizer.token_to_id(literal);
+    if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+  }
+  return ids;
+}
+
+// max_tokens fitted to the context: an explicit request that cannot fit is an error.
+int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobContext& ctx) {
+  const int64_t context = ctx.context_tokens;
+  if (n_prompt >= context) {
+    throw invalid_param("messages", "This model's maximum context length is " +
+                                        std::to_string(context) + " tokens, but the prompt has " +
+                                        std::to_string(n_prompt) + " tokens.");
+  }
+  if (f.max_tokens) {
+    const int64_t requested = std::min<int64_t>(*f.max_tokens, ctx.options.max_tokens_cap);
+    if (n_prompt + requested > context) {
+      throw invalid_param("max_tokens", "This model's maximum context length is " +
+                                            std::to_string(context) + " tokens, but " +
+                                            std::to_string(n_prompt) + " prompt tokens + " +
+                                            std::to_string(requested) +
+                                            " max_tokens exceed it. Reduce the prompt or max_tokens.");
+    }
+    return static_cast<int32_t>(requested);
+  }
+  return static_cast<int32_t>(std::min<int64_t>(ctx.options.default_max_tokens, context - n_prompt));
+}
+
+GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const JobContext& ctx,
+                       std::vector<int32_t> prompt_ids) {
+  GenerationJob job;
+  job.api = api;
+  job.arrival = SteadyClock::now();
+  job.id = random_id(api == GenerationJob::Api::kChat ? "chatcmpl" : "cmpl");
+  job.model = ctx.options.served_model_name;
+  job.created = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  job.stream = f.stream;
+  job.include_usage = f.include_usage;
+  job.logprobs = f.logprobs;
+  job.temperature = f.sampling.temperature;
+  job.top_p = f.sampling.top_p;
+  job.max_tokens = fit_max_tokens(f, static_cast<int64_t>(prompt_ids.size()), ctx);
+  job.prompt_ids = std::move(prompt_ids);
+  for (int32_t i = 0; i < f.n; ++i) {
+    EngineRequest r;
+    r.id = job.id + "-" + std::to_string(i);
+    r.prompt_ids = job.prompt_ids;
+    r.sampling = f.sampling;
+    if (f.sampling.seed) r.sampling.seed = *f.sampling.seed + static_cast<uint64_t>(i);
+    r.max_tokens = job.max_tokens;
+    r.stop_strings = f.stop;
+    r.stop_token_ids = stop_token_ids(ctx.tokenizer);
+    r.top_logprobs = f.logprobs ? f.top_logprobs : -1;
+    r.arrival = job.arrival;
+    job.choices.push_back(std::move(r));
+  }
+  return job;
+}
+
+}  // namespace
+
+std::string render_chat_prompt(const JobContext& ctx, const nlohmann::ordered_json& messages,
+                               const nlohmann::ordered_json& tools,
+                               const nlohmann::ordered_json& kwargs, bool add_generation_prompt) {
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : kwargs.items()) context[key] = value;
+  context["messages"] = messages;
+  if (!tools.is_null()) context["tools"] = tools;
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = "";
+  context["eos_token"] = "<|im_end|>";
+  try {
+    return ctx.chat_template.render(context);
+  } catch (const Error& e) {
+    throw invalid_param("messages", std::string("chat template: ") + e.what());
+  }
+}
+
+GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx) {
+  const std::string prompt = render_chat_prompt(ctx, request.messages, request.tools,
+                                                request.chat_template_kwargs, true);
+  GenerationJob job = base_job(request.fields, GenerationJob::Api::kChat, ctx, ctx.tokenizer.encode(prompt));
+  const bool tool_choice_none = request.tool_choice.is_string() && request.tool_choice == "none";
+  job.parse_tool_calls = request.tools.is_array() && !request.tools.empty() && !tool_choice_none;
+  job.split_reasoning = ctx.chat_template.source().find("<think>") != std::string::npos;
+  return job;
+}
+
+GenerationJob build_completion_job(const CompletionRequest& request, const JobContext& ctx) {
+  std::vector<int32_t> ids = request.prompt_text ? ctx.tokenizer.encode(*request.prompt_text) : request.prompt_ids;
+  if (ids.empty()) throw invalid_param("prompt", "prompt must not be empty");
+  GenerationJob job = base_job(request.fields, GenerationJob::Api::kCompletion, ctx, std::move(ids));
+  job.echo = request.fields.echo;
+  job.prompt_text = request.prompt_text ? *request.prompt_text : ctx.tokenizer.decode(request.prompt_ids);
+  return job;
+}
+
+}  // namespace qs

@@ -1,0 +1,29 @@
+// Turns a validated OpenAI request into a GenerationJob: renders the chat template, tokenizes,
+// fits max_tokens to the context and builds one EngineRequest per choice.
+#pragma once
+
+#include "chat/chat_template.h"
+#include "server/generation_job.h"
+#include "server/http_server.h"
+#include "server/openai_request.h"
+
+namespace qs {
+
+struct JobContext {
+  const ServerOptions& options;
+  const Tokenizer& tokenizer;
+  const ChatTemplate& chat_template;
+  int64_t context_tokens;  // the engine's context length
+};
+
+/// Throws ApiError(400) when the template rejects the conversation, the prompt does not fit the
+/// context, or prompt + max_tokens exceeds it (the message gives both numbers).
+GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx);
+GenerationJob build_completion_job(const CompletionRequest& request, const JobContext& ctx);
+
+/// Renders the chat template for `messages` (used by /v1/chat/completions and /tokenize).
+std::string render_chat_prompt(const JobContext& ctx, const nlohmann::ordered_json& messages,
+                               const nlohmann::ordered_json& tools,
+                               const nlohmann::ordered_json& kwargs, bool add_generation_prompt);
+
+}  // namespace qs

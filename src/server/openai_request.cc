@@ -1,0 +1,235 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <string>
+
+#include "server/api_error.h"
+
+namespace qs {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string type_name(const json& v) { return v.type_name(); }
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double number_in(const json& body, const char* name, double lo, double hi, double fallback) {
+  const json* v = field(body, name);
+  if (v == nullptr) return fallback;
+  if (!v->is_number()) throw invalid_param(name, std::string(name) + " must be a number, got " + type_name(*v));
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    throw invalid_param(name, std::string(name) + " must be in [" + std::to_string(lo) + ", " +
+                                  std::to_string(hi) + "], got " + v->dump());
+  }
+  return x;
+}
+
+std::optional<int64_t> integer_in(const json& body, const char* name, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) {
+    throw invalid_param(name, std::string(name) + " must be an integer, got " + v->dump());
+  }
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) {
+    throw invalid_param(name, std::string(name) + " must be in [" + std::to_string(lo) + ", " +
+                                  std::to_string(hi) + "], got " + std::to_string(x));
+  }
+  return x;
+}
+
+bool boolean(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) throw invalid_param(name, std::string(name) + " must be a boolean, got " + v->dump());
+  return v->get<bool>();
+}
+
+std::vector<std::string> parse_stop(const json& body) {
+  const json* v = field(body, "stop");
+  if (v == nullptr) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array()) throw invalid_param("stop", "stop must be a string or an array of strings");
+  if (v->size() > 16) throw invalid_param("stop", "stop accepts at most 16 strings");
+  std::vector<std::string> out;
+  for (const auto& s : *v) {
+    if (!s.is_string()) throw invalid_param("stop", "stop must be a string or an array of strings");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, int32_t vocab_size) {
+  const json* v = field(body, "logit_bias");
+  if (v == nullptr) return {};
+  if (!v->is_object()) throw invalid_param("logit_bias", "logit_bias must be an object of token id -> bias");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : v->items()) {
+    long long id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || id < 0 || id >= vocab_size) {
+      throw invalid_param("logit_bias", "logit_bias key '" + key + "' is not a token id in [0, " +
+                                            std::to_string(vocab_size) + ")");
+    }
+    if (!bias.is_number() || bias.get<double>() < -100 || bias.get<double>() > 100) {
+      throw invalid_param("logit_bias", "logit_bias values must be numbers in [-100, 100]");
+    }
+    out.emplace_back(static_cast<int32_t>(id), bias.get<float>());
+  }
+  return out;
+}
+
+GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
+  GenerationFields f;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) throw invalid_param("model", "model must be a string");
+    f.model = m->get<std::string>();
+  }
+  auto max_tokens = integer_in(body, "max_completion_tokens", 1, INT32_MAX);
+  if (!max_tokens) max_tokens = integer_in(body, "max_tokens", 1, INT32_MAX);
+  if (max_tokens) f.max_tokens = static_cast<int32_t>(*max_tokens);
+  SamplingParams& s = f.sampling;
+  s.temperature = static_cast<float>(number_in(body, "temperature", 0.0, 2.0, 1.0));
+  s.top_p = static_cast<float>(number_in(body, "top_p", 0.0, 1.0, 1.0));
+  if (s.top_p <= 0.0f) throw invalid_param("top_p", "top_p must be in (0, 1]");
+  s.top_k = static_cast<int32_t>(integer_in(body, "top_k", -1, vocab_size).value_or(0));
+  s.min_p = static_cast<float>(number_in(body, "min_p", 0.0, 1.0, 0.0));
+  s.presence_penalty = static_cast<float>(number_in(body, "presence_penalty", -2.0, 2.0, 0.0));
+  s.frequency_penalty = static_cast<float>(number_in(body, "frequency_penalty", -2.0, 2.0, 0.0));
+  s.repetition_penalty = static_cast<float>(number_in(body, "repetition_penalty", 1e-6, 100.0, 1.0));
+  if (auto seed = integer_in(body, "seed", INT64_MIN, INT64_MAX)) s.seed = static_cast<uint64_t>(*seed);
+  s.logit_bias = parse_logit_bias(body, vocab_size);
+  f.stop = parse_stop(body);
+  f.n = static_cast<int32_t>(integer_in(body, "n", 1, 16).value_or(1));
+  f.stream = boolean(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw invalid_param("stream_options", "stream_options must be an object");
+    f.include_usage = boolean(*so, "include_usage", false);
+  }
+  f.echo = boolean(body, "echo", false);
+  return f;
+}
+
+// Content as a string: a string, null, or an array of {"type": "text", "text": ...} parts.
+json normalize_content(const json& content, const std::string& param) {
+  if (content.is_null() || content.is_string()) return content;
+  if (!content.is_array()) throw invalid_param(param, param + " must be a string, null or an array of parts");
+  std::string text;
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      throw invalid_param(param, param + ": only {\"type\": \"text\", \"text\": ...} parts are supported");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+json parse_messages(const json& body) {
+  const json* messages = field(body, "messages");
+  if (messages == nullptr) throw invalid_param("messages", "messages is required");
+  if (!messages->is_array() || messages->empty()) {
+    throw invalid_param("messages", "messages must be a non-empty array");
+  }
+  json out = json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw invalid_param(param, param + " must be an object");
+    const std::string role = m.value("role", "");
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
+      throw invalid_param(param + ".role", param + ".role must be one of system, user, assistant, tool");
+    }
+    json msg = m;
+    if (role == "developer") msg["role"] = "system";
+    msg["content"] = normalize_content(m.contains("content") ? m["content"] : json(nullptr), param + ".content");
+    if (msg["content"].is_null() && role != "assistant") {
+      throw invalid_param(param + ".content", param + ".content is required for role " + role);
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array()) throw invalid_param(param + ".tool_calls", "tool_calls must be an array");
+      json calls = json::array();
+      for (const auto& call : m["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+          throw invalid_param(param + ".tool_calls", "each tool call needs a function object");
+        }
+        json c = call;
+        json& fn = c["function"];
+        // Templates expect arguments as an object; OpenAI clients send a JSON string.
+        if (fn.contains("arguments") && fn["arguments"].is_string()) {
+          try {
+            fn["arguments"] = json::parse(fn["arguments"].get<std::string>());
+          } catch (const json::exception&) {
+            // leave it as a string: the template prints it verbatim
+          }
+        }
+        calls.push_back(c);
+      }
+      msg["tool_calls"] = calls;
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
+  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  ChatRequest r;
+  r.fields = parse_generation_fields(body, vocab_size);
+  r.fields.logprobs = boolean(body, "logprobs", false);
+  r.fields.top_logprobs = static_cast<int32_t>(integer_in(body, "top_logprobs", 0, 20).value_or(0));
+  r.messages = parse_messages(body);
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) throw invalid_param("tools", "tools must be an array");
+    r.tools = *tools;
+  }
+  if (const json* choice = field(body, "tool_choice")) r.tool_choice = *choice;
+  if (const json* kwargs = field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) throw invalid_param("chat_template_kwargs", "chat_template_kwargs must be an object");
+    r.chat_template_kwargs = *kwargs;
+  }
+  return r;
+}
+
+CompletionRequest parse_completion_request(const json& body, int32_t vocab_size) {
+  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  CompletionRequest r;
+  r.fields = parse_generation_fields(body, vocab_size);
+  // Completions API: logprobs is an integer 0..5 (alternatives per token).
+  if (auto lp = integer_in(body, "logprobs", 0, 20)) {
+    r.fields.logprobs = true;
+    r.fields.top_logprobs = static_cast<int32_t>(*lp);
+  }
+  const json* prompt = field(body, "prompt");
+  if (prompt == nullptr) throw invalid_param("prompt", "prompt is required");
+  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) prompt = &(*prompt)[0];
+  if (prompt->is_string()) {
+    r.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty()) {
+    for (const auto& id : *prompt) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
+        throw invalid_param("prompt", "prompt token ids must be integers in [0, " + std::to_string(vocab_size) + ")");
+      }
+      r.prompt_ids.push_back(id.get<int32_t>());
+    }
+  } else {
+    throw invalid_param("prompt", "prompt must be a string or a non-empty array of token ids");
+  }
+  if (r.prompt_text && r.prompt_text->empty()) throw invalid_param("prompt", "prompt must not be empty");
+  return r;
+}
+
+}  // namespace qs

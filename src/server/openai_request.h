@@ -1,0 +1,50 @@
+// Parsing and validation of OpenAI chat-completion and completion request bodies.
+//
+// Field names and semantics: OpenAI API reference (Chat Completions, Completions), plus the
+// vLLM extensions top_k, min_p, repetition_penalty and chat_template_kwargs. Unknown fields are
+// ignored; a wrong type or an out-of-range value throws ApiError(400) naming the field in `param`.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+
+namespace qs {
+
+/// Fields shared by /v1/chat/completions and /v1/completions.
+struct GenerationFields {
+  std::string model;
+  std::optional<int32_t> max_tokens;  // max_tokens or max_completion_tokens
+  SamplingParams sampling;            // temperature, top_p, top_k, min_p, penalties, seed, bias
+  std::vector<std::string> stop;      // "stop": string or list of strings
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool logprobs = false;
+  int32_t top_logprobs = 0;           // 0..20
+  bool echo = false;                  // completions only
+};
+
+struct ChatRequest {
+  GenerationFields fields;
+  nlohmann::ordered_json messages;            // validated array of messages, content normalized
+  nlohmann::ordered_json tools;       // null or array
+  nlohmann::ordered_json tool_choice; // null, string or object
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+};
+
+struct CompletionRequest {
+  GenerationFields fields;
+  std::optional<std::string> prompt_text;   // prompt as a string
+  std::vector<int32_t> prompt_ids;          // prompt as token ids (when given so)
+};
+
+/// Throws ApiError(400) on invalid input. `vocab_size` bounds logit_bias ids and prompt ids.
+ChatRequest parse_chat_request(const nlohmann::ordered_json& body, int32_t vocab_size);
+CompletionRequest parse_completion_request(const nlohmann::ordered_json& body, int32_t vocab_size);
+
+}  // namespace qs

@@ -1,0 +1,69 @@
+// OpenAI response shapes: chat.completion / text_completion bodies and the SSE chunks of a
+// streamed response (chat.completion.chunk / text_completion). Field names follow the OpenAI API
+// reference; `reasoning_content` follows vLLM / DeepSeek for <think> output.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/generation_job.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qs {
+
+namespace chat {
+class ReasoningStreamSplitter;
+}
+
+/// Accumulated output of one choice.
+struct ChoiceState {
+  std::shared_ptr<RequestStream> stream;
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;
+  std::string error;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double queue_ms = 0;
+  bool done = false;
+
+  void apply(const EngineEvent& event);
+};
+
+/// Non-streaming response body for all choices.
+nlohmann::json build_response(const GenerationJob& job, const std::vector<ChoiceState>& choices,
+                              const Tokenizer& tokenizer);
+
+/// `usage` object: prompt_tokens, completion_tokens (summed over choices), total_tokens.
+nlohmann::json usage_json(const GenerationJob& job, const std::vector<ChoiceState>& choices);
+
+/// Turns engine events into SSE bytes ("data: {...}\n\n").
+class StreamEncoder {
+ public:
+  StreamEncoder(const GenerationJob& job, const Tokenizer& tokenizer, size_t n_choices);
+  ~StreamEncoder();
+
+  /// First chunk of every choice: delta {"role": "assistant", "content": ""} (chat only).
+  std::string role_chunks();
+  /// Chunks for one event of choice `index` (content / reasoning deltas, logprobs, and the
+  /// finish chunk when the choice ends). Empty when there is nothing to send yet.
+  std::string event_chunks(size_t index, const EngineEvent& event, const ChoiceState& state);
+  /// Usage chunk (when requested) and "data: [DONE]".
+  std::string final_chunks(const std::vector<ChoiceState>& choices);
+
+ private:
+  nlohmann::json chunk(nlohmann::json choice) const;
+  const GenerationJob& job_;
+  const Tokenizer& tokenizer_;
+  std::vector<std::unique_ptr<chat::ReasoningStreamSplitter>> splitters_;
+  std::vector<std::string> held_tool_text_;  // output after "<tool_call>" (sent at the end)
+};
+
+/// "data: <json>\n\n".
+std::string sse_data(const nlohmann::json& payload);
+
+}  // namespace qs

@@ -1,0 +1,149 @@
+// Engine (continuous batching) on an in-memory random model: batch invariance under concurrent
+// load, chunked prefill, stop strings, cancellation and KV block accounting.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/stop_matcher.h"
+#include "random_model.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qs {
+namespace {
+
+// 256 byte tokens + 44 special tokens (<|s0|> .. <|s43|>), id 299 is the EOS "<|s43|>".
+Tokenizer byte_tokenizer() {
+  TokenizerData data;
+  for (int b = 0; b < 256; ++b) data.vocab.push_back(detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
+  for (int i = 0; i < 44; ++i) {
+    data.vocab.emplace_back();
+    data.added_tokens.push_back({256 + i, "<|s" + std::to_string(i) + "|>", true});
+  }
+  data.eos_id = 299;
+  return Tokenizer(std::move(data));
+}
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish_reason;
+  std::string error;
+};
+
+Collected collect(RequestStream& stream) {
+  Collected c;
+  EngineEvent e;
+  while (stream.pop(e, std::chrono::milliseconds(30000))) {
+    c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    c.text += e.text;
+    if (e.kind == EngineEvent::Kind::kFinished) {
+      c.finish_reason = e.finish_reason;
+      break;
+    }
+    if (e.kind == EngineEvent::Kind::kError) {
+      c.error = e.error;
+      break;
+    }
+  }
+  return c;
+}
+
+EngineRequest greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
+  EngineRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+struct EngineFixture : ::testing::Test {
+  RandomModel model{Architecture::kQwen3, DType::F32};
+  Tokenizer tokenizer = byte_tokenizer();
+  ThreadPool pool{2};
+  KvCache cache{model.config, KvDType::kF16, 128};
+  ModelRunner runner{model.config, model.weights, cache, pool, 32, 256};
+};
+
+TEST_F(EngineFixture, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int32_t> p(3 + (i * 7) % 45);  // 3..47 tokens: several need chunked prefill
+    for (auto& t : p) t = static_cast<int32_t>(rng() % 256);
+    prompts.push_back(p);
+  }
+  std::vector<Collected> solo;
+  {
+    Engine engine(runner, cache, tokenizer, EngineOptions{1, 32});
+    for (const auto& p : prompts) solo.push_back(collect(*engine.submit(greedy_request(p, 12))));
+  }
+  Engine engine(runner, cache, tokenizer, EngineOptions{16, 32});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) streams.push_back(engine.submit(greedy_request(p, 12)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Collected together = collect(*streams[i]);
+    EXPECT_EQ(together.tokens, solo[i].tokens) << "request " << i;
+    EXPECT_EQ(together.finish_reason, solo[i].finish_reason);
+  }
+  EXPECT_EQ(cache.pool().n_free(), cache.n_blocks());
+  EXPECT_EQ(engine.stats().running, 0);
+  EXPECT_EQ(engine.stats().waiting, 0);
+}
+
+TEST_F(EngineFixture, CancelFreesBlocksAndOthersContinue) {
+  Engine engine(runner, cache, tokenizer, EngineOptions{4, 32});
+  auto victim = engine.submit(greedy_request({1, 2, 3}, 200));
+  auto other = engine.submit(greedy_request({4, 5, 6}, 20));
+  EngineEvent e;
+  ASSERT_TRUE(victim->pop(e, std::chrono::milliseconds(30000)));
+  victim->cancel();
+  const Collected cancelled = collect(*victim);
+  EXPECT_EQ(cancelled.finish_reason, "cancelled");
+  const Collected done = collect(*other);
+  EXPECT_EQ(done.tokens.size() == 20 || done.finish_reason == "stop", true);
+  for (int i = 0; i < 100 && cache.pool().n_free() != cache.n_blocks(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(cache.pool().n_free(), cache.n_blocks());
+}
+
+TEST_F(EngineFixture, RequestLongerThanContextIsAnError) {
+  Engine engine(runner, cache, tokenizer, EngineOptions{4, 32});
+  const Collected c = collect(*engine.submit(greedy_request(std::vector<int32_t>(250, 5), 10)));
+  EXPECT_FALSE(c.error.empty());
+  EXPECT_NE(c.error.find("260"), std::string::npos) << c.error;
+}
+
+TEST_F(EngineFixture, StopStringEndsGenerationAndIsNotReturned) {
+  Engine engine(runner, cache, tokenizer, EngineOptions{4, 32});
+  const Collected free_run = collect(*engine.submit(greedy_request({10, 20, 30}, 12)));
+  ASSERT_GE(free_run.text.size(), 4u);
+  // Stop on the text of generated tokens 3..4: the output must end right before it.
+  const std::string stop = free_run.text.substr(2, 2);
+  EngineRequest r = greedy_request({10, 20, 30}, 12);
+  r.stop_strings = {stop};
+  const Collected stopped = collect(*engine.submit(r));
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, free_run.text.find(stop)));
+}
+
+TEST(StopMatcher, HoldsBackPrefixesAcrossDeltas) {
+  StopMatcher m({"</end>", "STOP"});
+  EXPECT_EQ(m.push("hello </").text, "hello ");  // "</" may start "</end>"
+  EXPECT_EQ(m.push("e").text, "");
+  auto r = m.push("nd> tail");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "");
+  EXPECT_EQ(m.push("more").text, "");
+  StopMatcher n({"STOP"});
+  EXPECT_EQ(n.push("ST").text, "");
+  EXPECT_EQ(n.push("x").text, "STx");  // no longer a prefix: released
+  EXPECT_EQ(n.push("S").text, "");
+  EXPECT_EQ(n.flush(), "S");  // end of generation releases the held prefix
+}
+
+}  // namespace
+}  // namespace qs
