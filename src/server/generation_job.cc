@@ -1,0 +1,168 @@
+#include "server/generation_job.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "metrics/request_log.h"
+#include "server/api_error.h"
+#include "server/response_builder.h"
+
+namespace qs {
+namespace {
+
+double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Latency bookkeeping of one request, measured on the server (steady clock).
+struct LatencyTracker {
+  SteadyClock::time_point arrival;
+  std::optional<SteadyClock::time_point> first_token;
+  SteadyClock::time_point last_token;
+  std::vector<double> itl_ms;
+
+  void token_written(SteadyClock::time_point now) {
+    if (!first_token) {
+      first_token = now;
+    } else {
+      itl_ms.push_back(ms_between(last_token, now));
+    }
+    last_token = now;
+  }
+};
+
+metrics::RequestRecord make_record(const GenerationJob& job, const std::vector<ChoiceState>& choices,
+                                   const LatencyTracker& latency, int status) {
+  metrics::RequestRecord r;
+  r.id = job.id;
+  r.status = status;
+  r.prompt_tokens = static_cast<int64_t>(job.prompt_ids.size());
+  double queue_ms = 0;
+  for (const auto& c : choices) {
+    r.completion_tokens += c.completion_tokens;
+    queue_ms = std::max(queue_ms, c.queue_ms);
+    if (!c.error.empty()) r.error = c.error;
+    if (r.finish_reason.empty()) r.finish_reason = c.finish_reason;
+  }
+  r.queue_ms = queue_ms;
+  if (latency.first_token) r.ttft_ms = ms_between(latency.arrival, *latency.first_token);
+  r.itl_ms = latency.itl_ms;
+  r.e2e_ms = ms_between(latency.arrival, SteadyClock::now());
+  r.temperature = job.temperature;
+  r.top_p = job.top_p;
+  r.max_tokens = job.max_tokens;
+  return r;
+}
+
+void finish_record(const GenerationJob& job, metrics::ServerMetrics& metrics,
+                   const metrics::RequestRecord& record) {
+  metrics.record_request(record);
+  if (job.log_format == GenerationJob::LogFormat::kJson) {
+    const std::string line = metrics::request_log_line(record);
+    std::fprintf(stderr, "%s\n", line.c_str());
+  } else if (job.log_format == GenerationJob::LogFormat::kText) {
+    std::fprintf(stderr, "%s status=%d finish=%s prompt=%lld completion=%lld ttft_ms=%.1f e2e_ms=%.1f\n",
+                 record.id.c_str(), record.status, record.finish_reason.c_str(),
+                 static_cast<long long>(record.prompt_tokens),
+                 static_cast<long long>(record.completion_tokens), record.ttft_ms.value_or(-1),
+                 record.e2e_ms);
+  }
+}
+
+std::vector<ChoiceState> submit_all(GenerationJob& job, Engine& engine) {
+  std::vector<ChoiceState> choices;
+  for (auto& request : job.choices) {
+    ChoiceState c;
+    c.stream = engine.submit(request);
+    choices.push_back(std::move(c));
+  }
+  return choices;
+}
+
+}  // namespace
+
+void ChoiceState::apply(const EngineEvent& event) {
+  if (event.queue_ms >= 0) queue_ms = event.queue_ms;
+  if (event.prompt_tokens > 0) prompt_tokens = event.prompt_tokens;
+  completion_tokens = std::max(completion_tokens, event.completion_tokens);
+  text += event.text;
+  tokens.insert(tokens.end(), event.token_ids.begin(), event.token_ids.end());
+  logprobs.insert(logprobs.end(), event.logprobs.begin(), event.logprobs.end());
+  if (event.kind == EngineEvent::Kind::kFinished) {
+    finish_reason = event.finish_reason;
+    done = true;
+  } else if (event.kind == EngineEvent::Kind::kError) {
+    error = event.error;
+    finish_reason = "error";
+    done = true;
+  }
+}
+
+nlohmann::json run_generation(GenerationJob job, Engine& engine, const Tokenizer& tokenizer,
+                              metrics::ServerMetrics& metrics) {
+  LatencyTracker latency{job.arrival, {}, {}, {}};
+  std::vector<ChoiceState> choices = submit_all(job, engine);
+  for (auto& c : choices) {
+    while (!c.done) {
+      EngineEvent event;
+      if (!c.stream->pop(event, std::chrono::milliseconds(1000))) continue;
+      if (!event.token_ids.empty()) latency.token_written(SteadyClock::now());
+      c.apply(event);
+    }
+  }
+  for (const auto& c : choices) {
+    if (!c.error.empty()) {
+      const ApiError error(400, c.error, "", "invalid_request_error");
+      finish_record(job, metrics, make_record(job, choices, latency, error.status()));
+      throw error;
+    }
+  }
+  finish_record(job, metrics, make_record(job, choices, latency, 200));
+  return build_response(job, choices, tokenizer);
+}
+
+void stream_generation(GenerationJob job, Engine& engine, const Tokenizer& tokenizer,
+                       metrics::ServerMetrics& metrics, const ChunkWriter& write,
+                       int64_t keepalive_ms) {
+  LatencyTracker latency{job.arrival, {}, {}, {}};
+  std::vector<ChoiceState> choices = submit_all(job, engine);
+  StreamEncoder encoder(job, tokenizer, choices.size());
+  bool client_gone = !write(encoder.role_chunks());
+  auto last_write = SteadyClock::now();
+  size_t n_done = 0;
+  while (n_done < choices.size() && !client_gone) {
+    bool progressed = false;
+    for (size_t i = 0; i < choices.size() && !client_gone; ++i) {
+      ChoiceState& c = choices[i];
+      if (c.done) continue;
+      EngineEvent event;
+      const auto wait = std::chrono::milliseconds(choices.size() == 1 ? 200 : 5);
+      if (!c.stream->pop(event, wait)) continue;
+      progressed = true;
+      c.apply(event);
+      const std::string bytes = encoder.event_chunks(i, event, c);
+      if (!bytes.empty()) {
+        client_gone = !write(bytes);
+        last_write = SteadyClock::now();
+        if (!event.token_ids.empty()) latency.token_written(last_write);
+      }
+      if (c.done) ++n_done;
+    }
+    if (!progressed && !client_gone &&
+        ms_between(last_write, SteadyClock::now()) >= static_cast<double>(keepalive_ms)) {
+      client_gone = !write(": keep-alive\n\n");
+      last_write = SteadyClock::now();
+    }
+  }
+  if (client_gone) {
+    for (auto& c : choices) c.stream->cancel();
+    metrics::RequestRecord record = make_record(job, choices, latency, 499);
+    record.error = "client disconnected";
+    finish_record(job, metrics, record);
+    return;
+  }
+  write(encoder.final_chunks(choices));
+  finish_record(job, metrics, make_record(job, choices, latency, 200));
+}
+
+}  // namespace qs

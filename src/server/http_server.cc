@@ -1,0 +1,209 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/job_builder.h"
+#include "server/openai_request.h"
+#include "server/response_builder.h"
+
+namespace qs {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  send_json(res, error.status(), error.to_json());
+  if (error.status() == 429 || error.status() == 503) res.set_header("Retry-After", "1");
+}
+
+bool is_generation_path(const std::string& path) {
+  return path == "/v1/chat/completions" || path == "/v1/completions";
+}
+
+// The body as JSON; 415 for a non-JSON content type, 400 for malformed JSON.
+ojson parse_body(const httplib::Request& req) {
+  const std::string type = req.get_header_value("Content-Type");
+  if (!type.empty() && type.rfind("application/json", 0) != 0) {
+    throw ApiError(415, "Content-Type must be application/json, got " + type, "", "invalid_request_error",
+                   "unsupported_media_type");
+  }
+  try {
+    return ojson::parse(req.body);
+  } catch (const nlohmann::json::exception& e) {
+    throw ApiError(400, std::string("malformed JSON body: ") + e.what(), "", "invalid_request_error",
+                   "invalid_json");
+  }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions options, Engine& engine, const Tokenizer& tokenizer,
+                       const ChatTemplate& chat_template, metrics::ServerMetrics& metrics)
+    : options_(std::move(options)),
+      engine_(engine),
+      tokenizer_(tokenizer),
+      chat_template_(chat_template),
+      metrics_(metrics),
+      server_(std::make_unique<httplib::Server>()) {
+  register_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+bool HttpServer::listen() {
+  bound_port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
+                                   : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (bound_port_ < 0) return false;
+  return server_->listen_after_bind();
+}
+
+void HttpServer::stop() { server_->stop(); }
+
+void HttpServer::register_routes() {
+  httplib::Server& s = *server_;
+  const int threads = options_.http_threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.set_payload_max_length(options_.max_body_bytes);
+  s.set_read_timeout(60, 0);
+  s.set_write_timeout(60, 0);
+
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!options_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
+        req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
+      send_error(res, ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>')",
+                               "", "invalid_request_error", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404 && req.method == "GET" && static_files_) {
+      if (const StaticFile* file = static_files_(req.path)) {
+        res.status = 200;
+        res.set_content(std::string(file->body), std::string(file->content_type));
+        return;
+      }
+    }
+    const std::string message = res.status == 413 ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
+                                : res.status == 404 ? "no route for " + req.method + " " + req.path
+                                                    : "HTTP error " + std::to_string(res.status);
+    send_json(res, res.status, ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error").to_json());
+  });
+
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      send_json(res, 500, ApiError(500, e.what(), "", "server_error").to_json());
+    }
+  });
+
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    // Generation responses that reached the engine are counted by record_request.
+    if (!(is_generation_path(req.path) && res.has_header("x-request-id"))) metrics_.record_http_status(res.status);
+  });
+
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  s.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    if (ready_.load()) {
+      send_json(res, 200, {{"status", "ready"}});
+    } else {
+      send_error(res, ApiError(503, "model is loading or the server is draining", "", "service_unavailable"));
+    }
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"object", "list"},
+                         {"data", {{{"id", options_.served_model_name}, {"object", "model"}, {"created", 0},
+                                    {"owned_by", "qwenserve"}, {"max_model_len", engine_.context_tokens()}}}}});
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const EngineStats st = engine_.stats();
+    metrics_.set_num_requests_running(st.running);
+    metrics_.set_num_requests_waiting(st.waiting);
+    metrics_.set_kv_cache_usage(st.kv_cache_usage);
+    res.set_content(metrics_.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
+    const EngineStats st = engine_.stats();
+    metrics_.set_num_requests_running(st.running);
+    metrics_.set_num_requests_waiting(st.waiting);
+    metrics_.set_kv_cache_usage(st.kv_cache_usage);
+    send_json(res, 200, metrics_.stats_json());
+  });
+
+  const JobContext job_context{options_, tokenizer_, chat_template_, engine_.context_tokens()};
+  auto run_job = [this](GenerationJob job, httplib::Response& res) {
+    res.set_header("x-request-id", job.id);
+    job.log_format = options_.log_format == "text"   ? GenerationJob::LogFormat::kText
+                     : options_.log_format == "none" ? GenerationJob::LogFormat::kNone
+                                                     : GenerationJob::LogFormat::kJson;
+    if (!job.stream) {
+      send_json(res, 200, run_generation(std::move(job), engine_, tokenizer_, metrics_));
+      return;
+    }
+    auto shared_job = std::make_shared<GenerationJob>(std::move(job));
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, shared_job](size_t, httplib::DataSink& sink) {
+          stream_generation(std::move(*shared_job), engine_, tokenizer_, metrics_,
+                            [&sink](const std::string& bytes) {
+                              return sink.is_writable() && sink.write(bytes.data(), bytes.size());
+                            },
+                            options_.keepalive_ms);
+          sink.done();
+          return true;
+        });
+  };
+  s.Post("/v1/chat/completions", [this, job_context, run_job](const httplib::Request& req, httplib::Response& res) {
+    run_job(build_chat_job(parse_chat_request(parse_body(req), tokenizer_.vocab_size()), job_context), res);
+  });
+  s.Post("/v1/completions", [this, job_context, run_job](const httplib::Request& req, httplib::Response& res) {
+    run_job(build_completion_job(parse_completion_request(parse_body(req), tokenizer_.vocab_size()), job_context), res);
+  });
+  s.Post("/tokenize", [this, job_context](const httplib::Request& req, httplib::Response& res) {
+    const ojson body = parse_body(req);
+    std::string text;
+    if (body.contains("messages")) {
+      const ChatRequest chat = parse_chat_request(body, tokenizer_.vocab_size());
+      text = render_chat_prompt(job_context, chat.messages, chat.tools, chat.chat_template_kwargs,
+                                body.value("add_generation_prompt", true));
+    } else if (body.contains("prompt") && body["prompt"].is_string()) {
+      text = body["prompt"].get<std::string>();
+    } else {
+      throw invalid_param("prompt", "send a string 'prompt' or a 'messages' array");
+    }
+    const std::vector<int32_t> ids = tokenizer_.encode(text);
+    send_json(res, 200, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.context_tokens()}});
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const ojson body = parse_body(req);
+    if (!body.contains("tokens") || !body["tokens"].is_array()) throw invalid_param("tokens", "tokens must be an array of token ids");
+    std::vector<int32_t> ids;
+    for (const auto& id : body["tokens"]) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tokenizer_.vocab_size()) {
+        throw invalid_param("tokens", "token ids must be integers in [0, " + std::to_string(tokenizer_.vocab_size()) + ")");
+      }
+      ids.push_back(id.get<int32_t>());
+    }
+    send_json(res, 200, {{"prompt", tokenizer_.decode(ids)}});
+  });
+}
+
+}  // namespace qs
