@@ -13,5 +13,6 @@ Command register_generate(CLI::App& app);
 Command register_info(CLI::App& app);
 Command register_tokenize(CLI::App& app);
 Command register_logits(CLI::App& app);
+Command register_serve(CLI::App& app);
 
 }  // namespace qs::cli

@@ -2,9 +2,42 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
+
+namespace {
+
+// Prints "error: <message>" as exactly one line: control characters from corrupt input (a newline
+// inside a token or a JSON key) are escaped as \n, \r, \t or \xNN; other bytes are kept.
+int report_error(const char* message) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string line = "error: ";
+  for (const char* p = message; *p != '\0'; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\r') {
+      line += "\\r";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      line += "\\x";
+      line += kHex[c >> 4];
+      line += kHex[c & 15];
+    } else {
+      line += static_cast<char>(c);
+    }
+  }
+  line += '\n';
+  std::fflush(stdout);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"qwenserve: fast, predictable inference for Qwen3 models"};
@@ -15,6 +48,7 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(name, help);
     commands.emplace_back(sub, register_fn(*sub));
   };
+  add("serve", "Serve the OpenAI-compatible API and the web UI", qs::cli::register_serve);
   add("generate", "Generate text from a prompt", qs::cli::register_generate);
   add("info", "Show a model's config, tensors, tokenizer and chat template", qs::cli::register_info);
   add("tokenize", "Print token ids of a text (or text of ids with --decode)",
@@ -30,14 +64,10 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : commands) {
       if (sub->parsed()) return run();
     }
-  } catch (const qs::Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {  // qs::Error and anything else
+    return report_error(e.what());
+  } catch (...) {
+    return report_error("unknown exception");
   }
   return 0;
 }
