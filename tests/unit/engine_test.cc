@@ -89,6 +89,10 @@ TEST_F(EngineFixture, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
     EXPECT_EQ(together.finish_reason, solo[i].finish_reason);
   }
   EXPECT_EQ(cache.pool().n_free(), cache.n_blocks());
+  // The running/waiting gauges are published at the end of each engine step.
+  for (int i = 0; i < 200 && engine.stats().running + engine.stats().waiting > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_EQ(engine.stats().running, 0);
   EXPECT_EQ(engine.stats().waiting, 0);
 }
