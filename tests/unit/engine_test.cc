@@ -17,7 +17,7 @@ namespace {
 // 256 byte tokens + 44 special tokens (<|s0|> .. <|s43|>), id 299 is the EOS "<|s43|>".
 Tokenizer byte_tokenizer() {
   TokenizerData data;
-  for (int b = 0; b < 256; ++b) data.vocab.push_back(detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
+  for (int b = 0; b < 256; ++b) data.vocab.push_back(tokenizer_detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
   for (int i = 0; i < 44; ++i) {
     data.vocab.emplace_back();
     data.added_tokens.push_back({256 + i, "<|s" + std::to_string(i) + "|>", true});
