@@ -1,11 +1,13 @@
 // `qwenserve generate`: stream a completion of a prompt, then report prompt/generated token
 // counts, TTFT and prefill/decode speed.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/runtime.h"
+#include "core/error.h"
 #include "engine/generator.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -50,6 +52,15 @@ int run_generate(const GenerateOptions& opt) {
   const auto tokenizer = load_tokenizer(*rt.model);
   const std::string text = opt.chat ? chatml_prompt(opt.system, opt.prompt) : opt.prompt;
   const std::vector<int32_t> prompt_ids = tokenizer->encode(text);
+  const int64_t model_vocab = rt.model->config.vocab_size;
+  for (const int32_t id : prompt_ids) {
+    if (id < 0 || id >= model_vocab) {
+      throw Error(rt.model->path + ": the tokenizer (" + rt.model->tokenizer_source() +
+                  ") gives prompt token id " + std::to_string(id) +
+                  ", outside the model's vocabulary of " + std::to_string(model_vocab) +
+                  " tokens (tokenizer and weights do not match)");
+    }
+  }
 
   GenerationOptions gen;
   gen.max_tokens = opt.max_tokens;
@@ -74,7 +85,9 @@ int run_generate(const GenerateOptions& opt) {
   const GenerationResult result = generator.run(prompt_ids, gen, [&](int32_t token) {
     const bool is_stop = std::find(gen.stop_token_ids.begin(), gen.stop_token_ids.end(), token) !=
                          gen.stop_token_ids.end();
-    if (!is_stop) emit(decoder.feed(token));
+    // Embedding rows past the tokenizer's vocabulary (Qwen pads 151669 tokens to 151936 rows)
+    // have no text: a model may still sample them.
+    if (!is_stop && token < tokenizer->vocab_size()) emit(decoder.feed(token));
   });
   emit(decoder.flush());
 

@@ -1,4 +1,5 @@
 // `qwenserve tokenize`: text -> token ids (JSON array), or ids -> text with --decode.
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -45,7 +46,14 @@ int run_tokenize(const TokenizeOptions& opt) {
   std::vector<int32_t> tokens;
   for (const auto& id : ids) {
     if (!id.is_number_integer()) throw Error("--decode: every element must be an integer id");
-    tokens.push_back(id.get<int32_t>());
+    // Compare as int64 (uint64 above INT64_MAX reads negative): get<int32_t> would wrap silently.
+    const int64_t value = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT64_MAX}
+                              ? -1
+                              : id.get<int64_t>();
+    if (value < 0 || value > INT32_MAX) {
+      throw Error("--decode: token id " + id.dump() + " is out of range");
+    }
+    tokens.push_back(static_cast<int32_t>(value));
   }
   std::cout << tokenizer->decode(tokens);
   std::cout.flush();
