@@ -51,7 +51,10 @@ void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
   const auto& stops = seq.request.stop_token_ids;
   const bool is_stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
   StopMatcher::Result text;
-  if (!is_stop_token) text = seq.stop.push(seq.decoder.feed(token));
+  // Ids past the tokenizer's vocabulary (the embedding's padding rows, e.g. 151669..151935 in
+  // Qwen3) have no text.
+  const bool has_text = !is_stop_token && token < tokenizer_.vocab_size();
+  if (has_text) text = seq.stop.push(seq.decoder.feed(token));
   event.text = std::move(text.text);
   seq.stream->push(std::move(event));
   if (is_stop_token || text.stopped) {

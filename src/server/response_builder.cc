@@ -17,6 +17,11 @@ std::string tool_call_id() {
   return id;
 }
 
+// Raw bytes of a token; ids past the tokenizer's vocabulary (embedding padding rows) have none.
+std::string token_bytes_or_empty(const Tokenizer& tokenizer, int32_t token) {
+  return token < tokenizer.vocab_size() ? tokenizer.token_bytes(token) : std::string();
+}
+
 json bytes_array(const std::string& bytes) {
   json out = json::array();
   for (unsigned char b : bytes) out.push_back(static_cast<int>(b));
@@ -26,7 +31,7 @@ json bytes_array(const std::string& bytes) {
 // Chat logprobs entry: {"token", "logprob", "bytes", "top_logprobs": [...]}.
 json chat_logprob(const TokenLogprob& lp, const Tokenizer& tokenizer) {
   auto entry = [&](int32_t token, float logprob) {
-    const std::string bytes = tokenizer.token_bytes(token);
+    const std::string bytes = token_bytes_or_empty(tokenizer, token);
     return json{{"token", bytes}, {"logprob", logprob}, {"bytes", bytes_array(bytes)}};
   };
   json out = entry(lp.token, lp.logprob);
@@ -42,11 +47,11 @@ json completion_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& 
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
   for (const auto& lp : lps) {
-    const std::string bytes = tokenizer.token_bytes(lp.token);
+    const std::string bytes = token_bytes_or_empty(tokenizer, lp.token);
     tokens.push_back(bytes);
     token_logprobs.push_back(lp.logprob);
     json alternatives = json::object();
-    for (const auto& [token, logprob] : lp.top) alternatives[tokenizer.token_bytes(token)] = logprob;
+    for (const auto& [token, logprob] : lp.top) alternatives[token_bytes_or_empty(tokenizer, token)] = logprob;
     top.push_back(alternatives);
     offsets.push_back(text_offset);
     text_offset += bytes.size();
