@@ -6,9 +6,20 @@
 
 namespace qs {
 
-BlockPool::BlockPool(int32_t n_blocks) : n_blocks_(n_blocks), is_free_(n_blocks, 1) {
-  if (n_blocks < 0) throw Error("BlockPool: negative block count");
-  free_.reserve(n_blocks);
+namespace {
+
+// Checked before any member is sized from the count: a negative count would otherwise reach
+// std::vector's size constructor and throw std::length_error instead of qs::Error.
+int32_t checked_block_count(int32_t n_blocks) {
+  if (n_blocks < 0) throw Error("BlockPool: negative block count " + std::to_string(n_blocks));
+  return n_blocks;
+}
+
+}  // namespace
+
+BlockPool::BlockPool(int32_t n_blocks)
+    : n_blocks_(checked_block_count(n_blocks)), is_free_(static_cast<size_t>(n_blocks_), 1) {
+  free_.reserve(static_cast<size_t>(n_blocks));
   for (int32_t id = n_blocks - 1; id >= 0; --id) free_.push_back(id);
 }
 

@@ -336,7 +336,7 @@ export async function startServer(extraArgs = [], { readyTimeoutMs = 60000, mode
     }
     await server.exited;
     lastError = new Error(`server exited (${JSON.stringify(server.exit)}) before ready: ${args.join(' ')}\nstderr:\n${server.stderr}`);
-    if (!/bind|address|in use/i.test(server.stderr)) break; // not a port race: do not retry
+    if (!/bind|listen|address|in use/i.test(server.stderr)) break; // not a port race: do not retry
   }
   throw lastError;
 }

@@ -1,0 +1,64 @@
+#include "metrics/request_log.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics/percentile.h"
+
+namespace qs::metrics {
+
+namespace {
+
+template <typename T>
+nlohmann::ordered_json or_null(const std::optional<T>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
+}
+
+}  // namespace
+
+std::string format_iso8601_utc(std::chrono::system_clock::time_point time) {
+  using namespace std::chrono;
+  const auto ms = floor<milliseconds>(time);
+  const auto day = floor<days>(ms);
+  const year_month_day date{day};
+  const hh_mm_ss clock{ms - day};
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", static_cast<int>(date.year()),
+                static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                static_cast<int>(clock.hours().count()), static_cast<int>(clock.minutes().count()),
+                static_cast<int>(clock.seconds().count()), static_cast<int>(clock.subseconds().count()));
+  return buffer;
+}
+
+std::string request_log_line(const RequestRecord& record, std::chrono::system_clock::time_point finished_at) {
+  const LatencySummary itl = summarize(record.itl_ms);
+  nlohmann::ordered_json line = {
+      {"ts", format_iso8601_utc(finished_at)},
+      {"id", record.id},
+      {"status", record.status},
+      {"finish_reason", record.finish_reason.empty() ? nlohmann::ordered_json(nullptr)
+                                                     : nlohmann::ordered_json(record.finish_reason)},
+      {"prompt_tokens", record.prompt_tokens},
+      {"completion_tokens", record.completion_tokens},
+      {"queue_ms", record.queue_ms},
+      {"ttft_ms", or_null(record.ttft_ms)},
+      {"itl_ms_mean", or_null(itl.mean)},
+      {"itl_ms_p95", or_null(itl.p95)},
+      {"e2e_ms", record.e2e_ms},
+      {"temperature", record.temperature},
+      {"top_p", record.top_p},
+      {"max_tokens", or_null(record.max_tokens)},
+  };
+  if (record.error) line["error"] = *record.error;
+  return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string request_log_line(const RequestRecord& record) {
+  return request_log_line(record, std::chrono::system_clock::now());
+}
+
+}  // namespace qs::metrics

@@ -1,0 +1,38 @@
+// What the server knows about one finished request: the input to ServerMetrics::record_request and
+// request_log_line. Plain data; every duration is in milliseconds measured on a steady clock.
+//
+// Timeline (all relative to the moment the HTTP request was received, "arrival"):
+//   queue_ms  arrival -> admitted into the running batch (time spent waiting for capacity)
+//   ttft_ms   arrival -> first generated token emitted (includes queue_ms and the prefill)
+//   itl_ms    gap between each pair of consecutive generated tokens (completion_tokens - 1 gaps
+//             when every token is timed)
+//   e2e_ms    arrival -> last byte of the response
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace qs::metrics {
+
+struct RequestRecord {
+  std::string id;                          ///< response id, e.g. "chatcmpl-..."
+  int status = 200;                        ///< HTTP status code sent to the client
+  std::string finish_reason;               ///< "stop", "length", ...; empty when none
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  double queue_ms = 0.0;
+  std::optional<double> ttft_ms;           ///< nullopt when no token was generated
+  std::vector<double> itl_ms;
+  double e2e_ms = 0.0;
+  double temperature = 1.0;                ///< sampling parameters as applied
+  double top_p = 1.0;
+  std::optional<std::int64_t> max_tokens;  ///< nullopt when the client sent none
+  std::optional<std::string> error;        ///< message when the request failed (even mid-stream)
+
+  /// 2xx status and no error: the request counts as a success and its latencies are recorded.
+  bool succeeded() const { return status >= 200 && status < 300 && !error.has_value(); }
+};
+
+}  // namespace qs::metrics

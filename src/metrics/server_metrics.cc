@@ -1,0 +1,109 @@
+#include "metrics/server_metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+namespace qs::metrics {
+
+namespace {
+
+/// R20 mantissas scaled by 100 (ISO 3 preferred numbers).
+constexpr std::array<int, 20> kR20Hundredths = {100, 112, 125, 140, 160, 180, 200, 224, 250, 280,
+                                                315, 355, 400, 450, 500, 560, 630, 710, 800, 900};
+constexpr double kMaxBucketSeconds = 60.0;
+
+/// mantissa * 10^exponent, correctly rounded from decimal (so 0.00112 prints back as "0.00112").
+double decimal(int mantissa, int exponent) {
+  const std::string text = std::to_string(mantissa) + "e" + std::to_string(exponent);
+  double value = 0.0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+double ms_to_seconds(double ms) { return ms / 1000.0; }
+
+}  // namespace
+
+std::vector<double> latency_buckets_seconds() {
+  std::vector<double> bounds;
+  for (int decade = -3; decade <= 1; ++decade) {  // 1 ms, 10 ms, 100 ms, 1 s, 10 s decades
+    for (int hundredths : kR20Hundredths) {
+      const double bound = decimal(hundredths, decade - 2);
+      if (bound < kMaxBucketSeconds) bounds.push_back(bound);
+    }
+  }
+  bounds.push_back(kMaxBucketSeconds);
+  return bounds;
+}
+
+ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_options)
+    : ttft_seconds_(registry_.add_histogram(
+          "qwenserve_time_to_first_token_seconds",
+          "Time from request arrival to the first generated token, queueing included.",
+          latency_buckets_seconds())),
+      itl_seconds_(registry_.add_histogram("qwenserve_inter_token_latency_seconds",
+                                           "Gap between consecutive generated tokens of a request.",
+                                           latency_buckets_seconds())),
+      e2e_seconds_(registry_.add_histogram("qwenserve_e2e_request_latency_seconds",
+                                           "Time from request arrival to the end of the response.",
+                                           latency_buckets_seconds())),
+      queue_seconds_(registry_.add_histogram(
+          "qwenserve_request_queue_time_seconds",
+          "Time from request arrival until it is admitted into the running batch.",
+          latency_buckets_seconds())),
+      prompt_tokens_(registry_.add_counter("qwenserve_prompt_tokens_total", "Prompt tokens processed.")),
+      generation_tokens_(
+          registry_.add_counter("qwenserve_generation_tokens_total", "Completion tokens generated.")),
+      request_success_(registry_.add_labeled_counter("qwenserve_request_success_total",
+                                                     "Requests completed successfully, by finish reason.",
+                                                     "finished_reason")),
+      http_requests_(registry_.add_labeled_counter("qwenserve_http_requests_total",
+                                                   "HTTP responses sent, by status code.", "status")),
+      admission_rejections_(registry_.add_counter("qwenserve_admission_rejections_total",
+                                                  "Requests rejected by admission control.")),
+      running_(registry_.add_gauge("qwenserve_num_requests_running", "Requests in the running batch.")),
+      waiting_(registry_.add_gauge("qwenserve_num_requests_waiting", "Requests queued for admission.")),
+      kv_cache_usage_(registry_.add_gauge("qwenserve_kv_cache_usage_perc",
+                                          "Fraction (0..1) of KV cache blocks in use.")),
+      window_(std::move(clock), window_options) {
+  request_success_.with("stop");
+  request_success_.with("length");
+}
+
+void ServerMetrics::record_request(const RequestRecord& record) {
+  http_requests_.with(std::to_string(record.status)).inc();
+  prompt_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.prompt_tokens, 0)));
+  generation_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.completion_tokens, 0)));
+  if (!record.succeeded()) return;
+  request_success_.with(record.finish_reason.empty() ? "unknown" : record.finish_reason).inc();
+  queue_seconds_.observe(ms_to_seconds(record.queue_ms));
+  if (record.ttft_ms) ttft_seconds_.observe(ms_to_seconds(*record.ttft_ms));
+  for (double gap_ms : record.itl_ms) itl_seconds_.observe(ms_to_seconds(gap_ms));
+  e2e_seconds_.observe(ms_to_seconds(record.e2e_ms));
+  window_.add(record);
+}
+
+void ServerMetrics::record_http_status(int status) { http_requests_.with(std::to_string(status)).inc(); }
+
+void ServerMetrics::record_admission_rejection() { admission_rejections_.inc(); }
+
+void ServerMetrics::set_num_requests_running(std::int64_t n) { running_.set(static_cast<double>(n)); }
+
+void ServerMetrics::set_num_requests_waiting(std::int64_t n) { waiting_.set(static_cast<double>(n)); }
+
+void ServerMetrics::set_kv_cache_usage(double fraction) {
+  kv_cache_usage_.set(std::clamp(fraction, 0.0, 1.0));
+}
+
+std::string ServerMetrics::prometheus_text() const { return registry_.expose_text(); }
+
+nlohmann::json ServerMetrics::stats_json() const {
+  nlohmann::json stats = window_.stats_json();
+  stats["running"] = static_cast<std::int64_t>(running_.value());
+  stats["waiting"] = static_cast<std::int64_t>(waiting_.value());
+  stats["kv_cache_usage"] = kv_cache_usage_.value();
+  return stats;
+}
+
+}  // namespace qs::metrics

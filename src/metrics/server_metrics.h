@@ -1,0 +1,83 @@
+// The qwenserve metric set: Prometheus families for /metrics plus the rolling windows for /stats.
+//
+// Independent of HTTP: the server calls record_request() once per finished request, the gauge
+// setters from the scheduler, and serves prometheus_text() / stats_json().
+//
+// Families (Prometheus text format 0.0.4, base unit seconds):
+//   histograms qwenserve_time_to_first_token_seconds, qwenserve_inter_token_latency_seconds,
+//              qwenserve_e2e_request_latency_seconds, qwenserve_request_queue_time_seconds
+//   counters   qwenserve_prompt_tokens_total, qwenserve_generation_tokens_total,
+//              qwenserve_request_success_total{finished_reason}, qwenserve_http_requests_total{status},
+//              qwenserve_admission_rejections_total
+//   gauges     qwenserve_num_requests_running, qwenserve_num_requests_waiting,
+//              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics/prometheus.h"
+#include "metrics/request_record.h"
+#include "metrics/rolling_window.h"
+
+namespace qs::metrics {
+
+/// Upper bounds (seconds) shared by the four latency histograms: the Renard R20 preferred numbers
+/// (ISO 3: 1.00 1.12 1.25 1.40 1.60 1.80 2.00 2.24 2.50 2.80 3.15 3.55 4.00 4.50 5.00 5.60 6.30
+/// 7.10 8.00 9.00 per decade, consecutive ratio ~10^(1/20) = 1.122) from 0.001 s to 56 s, then
+/// 60 s: 97 buckets. histogram_quantile() interpolates linearly inside a bucket, so a P95 read
+/// anywhere between 1 ms and 60 s is off by at most one bucket width, ~12% of the value; the
+/// decimal bounds also read cleanly in dashboards ("0.0224", "1.25").
+std::vector<double> latency_buckets_seconds();
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(SteadyClockFn clock = steady_clock_now, RollingWindowOptions window_options = {});
+
+  /// Counts the response in http_requests_total{status} and its tokens in prompt/generation
+  /// tokens_total (work done even if the request then failed). When record.succeeded(), also
+  /// request_success_total{finished_reason} ("unknown" when empty), the four latency histograms
+  /// (ms converted to seconds; every ITL gap is one observation) and the rolling windows.
+  void record_request(const RequestRecord& record);
+
+  /// Counts a response that is not a generation (e.g. /health, /metrics, 404) by status code.
+  void record_http_status(int status);
+
+  /// Counts a request turned away by admission control (queue full / over capacity). Call it in
+  /// addition to recording the rejection's HTTP response.
+  void record_admission_rejection();
+
+  void set_num_requests_running(std::int64_t n);
+  void set_num_requests_waiting(std::int64_t n);
+  /// `fraction` of KV cache blocks in use, clamped to [0, 1].
+  void set_kv_cache_usage(double fraction);
+
+  /// Body for GET /metrics; serve it with kPrometheusContentType.
+  std::string prometheus_text() const;
+
+  /// Body for GET /stats: RollingWindow::stats_json() plus "running", "waiting", "kv_cache_usage".
+  nlohmann::json stats_json() const;
+
+  const RollingWindow& window() const { return window_; }
+
+ private:
+  MetricsRegistry registry_;
+  Histogram& ttft_seconds_;
+  Histogram& itl_seconds_;
+  Histogram& e2e_seconds_;
+  Histogram& queue_seconds_;
+  Counter& prompt_tokens_;
+  Counter& generation_tokens_;
+  LabeledCounter& request_success_;
+  LabeledCounter& http_requests_;
+  Counter& admission_rejections_;
+  Gauge& running_;
+  Gauge& waiting_;
+  Gauge& kv_cache_usage_;
+  RollingWindow window_;
+};
+
+}  // namespace qs::metrics
