@@ -242,8 +242,10 @@ test('streaming chat: role chunk, deltas equal the non-streaming text, finish, u
   });
   assert.equal(ns.status, 200, ns.text);
   tally.generationOk++;
+  // Equal to the text decoded in one piece: no character was split at a chunk boundary. (A
+  // random-weight model may still sample an invalid byte sequence, which both paths decode to
+  // U+FFFD, as Hugging Face's errors='replace' does.)
   assert.equal(s2.text, ns.json.choices[0].message.content);
-  assert.ok(!s2.text.includes('\uFFFD'), 'no replacement characters in the streamed text');
 });
 
 test('streaming through the openai client', async () => {
