@@ -6,14 +6,16 @@
 // Env: see server_harness.mjs (QS_BIN, QS_WORK_DIR, QS_TOKENIZER_DIR).
 //
 // Three servers: `main` (most cases, served name "tiny-e2e"), `auth` (--api-key) and `limits`
-// (--ctx-size 64 --max-body-bytes 4096). Cases on `main` run in order; the /metrics and /stats
-// cases count what the earlier cases did, so they keep their own tallies.
+// (--ctx-size 256 --max-body-bytes 4096 --max-num-seqs 1 --keepalive 0.1). Cases on `main` run in
+// order; the /metrics and /stats cases check totals against this file's tally of what the
+// earlier cases sent.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import OpenAI from 'openai';
-import { startServer, makeTinyModel, cleanWorkDir, parsePrometheus } from './server_harness.mjs';
+import { startServer, makeTinyModel, cleanWorkDir } from './server_harness.mjs';
 
 const SERVED = 'tiny-e2e';
 const API_KEY = 'sk-e2e-secret';
@@ -26,6 +28,8 @@ let client; // OpenAI client for main
 
 // Tallies of what was sent to `main`, for the /metrics and /stats cases.
 const tally = { generationOk: 0, status400: 0 };
+// Response ids of requests with n > 1 (their log line's queue_ms is the slowest choice's).
+const multiChoiceIds = new Set();
 
 const MESSAGES = [
   { role: 'system', content: 'You are a terse assistant.' },
@@ -37,7 +41,7 @@ before(async () => {
   [main, auth, limits] = await Promise.all([
     startServer(['--served-model-name', SERVED, '--ctx-size', String(CTX), '--log-format', 'json']),
     startServer(['--api-key', API_KEY]),
-    startServer(['--ctx-size', '64', '--max-body-bytes', '4096']),
+    startServer(['--ctx-size', '256', '--max-body-bytes', '4096', '--max-num-seqs', '1', '--keepalive', '0.1']),
   ]);
   client = new OpenAI({ baseURL: main.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
 });
@@ -219,7 +223,7 @@ test('non-streaming chat: shape, usage matches /tokenize and the generated token
   assert.equal(comp.json.usage.prompt_tokens, tok.count);
 });
 
-test('streaming chat: role chunk, deltas equal the non-streaming text, finish, usage, [DONE]', async () => {
+test('streaming chat: role chunk, deltas equal the non-streaming text, finish, usage, [DONE]', async (t) => {
   assert.ok(chatText !== undefined, 'needs the non-streaming case');
   const s = await streamChat({ messages: MESSAGES, temperature: 0, max_tokens: 24, stream_options: { include_usage: true } },
     { expectUsage: true });
@@ -246,6 +250,8 @@ test('streaming chat: role chunk, deltas equal the non-streaming text, finish, u
   // random-weight model may still sample an invalid byte sequence, which both paths decode to
   // U+FFFD, as Hugging Face's errors='replace' does.)
   assert.equal(s2.text, ns.json.choices[0].message.content);
+  const nonAscii = s2.text.replace(/[\x00-\x7f]/g, '').length;
+  t.diagnostic(`multilingual stream: ${s2.deltas.length} deltas, ${nonAscii} non-ASCII characters`);
 });
 
 test('streaming through the openai client', async () => {
@@ -308,23 +314,65 @@ test('n=2 gives two choices with index 0 and 1', async () => {
     { model: SERVED, messages: MESSAGES, n: 2, temperature: 1, seed: 11, max_tokens: 10 });
   assert.equal(r.status, 200, r.text);
   tally.generationOk++;
+  multiChoiceIds.add(r.json.id);
   assert.equal(r.json.choices.length, 2);
   assert.deepEqual(r.json.choices.map((c) => c.index), [0, 1]);
-  let sum = 0;
   for (const c of r.json.choices) {
     assert.equal(c.message.role, 'assistant');
     assert.equal(typeof c.message.content, 'string');
     assert.ok(c.finish_reason);
   }
-  sum = r.json.usage.completion_tokens;
-  assert.ok(sum >= 2, 'completion_tokens sums both choices');
+  assert.notEqual(r.json.choices[0].message.content, r.json.choices[1].message.content, 'choices sample independently');
+  const sum = r.json.usage.completion_tokens;
+  if (r.json.choices.every((c) => c.finish_reason === 'length')) assert.equal(sum, 20, 'completion_tokens sums both choices');
+  assert.ok(sum >= 2);
   assert.equal(r.json.usage.total_tokens, r.json.usage.prompt_tokens + sum);
 
   const c = await main.post('/v1/completions', { model: SERVED, prompt: 'Once upon a time', n: 2, temperature: 1, seed: 3, max_tokens: 6 });
   assert.equal(c.status, 200, c.text);
   tally.generationOk++;
+  multiChoiceIds.add(c.json.id);
   assert.deepEqual(c.json.choices.map((x) => x.index), [0, 1]);
   assert.equal(c.json.usage.completion_tokens, 12, 'two choices of 6 tokens (length)');
+
+  // Streaming n=2: a role chunk and a finish chunk per index; per-index deltas equal the
+  // non-streaming choices for the same seed.
+  const st = await main.stream('/v1/chat/completions', {
+    model: SERVED, messages: MESSAGES, n: 2, temperature: 1, seed: 11, max_tokens: 10, stream: true,
+    stream_options: { include_usage: true },
+  });
+  tally.generationOk++;
+  multiChoiceIds.add(st.events[0]?.json?.id);
+  assert.equal(st.status, 200, st.text);
+  assert.deepEqual(st.errors, []);
+  assert.equal(st.events.at(-1).data, '[DONE]');
+  const texts = ['', ''];
+  const roles = [0, 0];
+  const finishes = [null, null];
+  let usage = null;
+  for (const ev of st.events.slice(0, -1)) {
+    const ch = ev.json.choices[0];
+    if (!ch) { usage = ev.json.usage; continue; }
+    assert.ok(ch.index === 0 || ch.index === 1, JSON.stringify(ev.json));
+    assert.equal(finishes[ch.index], null, `no chunk for index ${ch.index} after its finish chunk`);
+    if (ch.delta?.role) roles[ch.index]++;
+    texts[ch.index] += ch.delta?.content ?? '';
+    if (ch.finish_reason) finishes[ch.index] = ch.finish_reason;
+  }
+  assert.deepEqual(roles, [1, 1], 'one role chunk per choice');
+  assert.ok(finishes[0] && finishes[1], 'a finish chunk per choice');
+  assert.deepEqual(texts, r.json.choices.map((x) => x.message.content));
+  assert.deepEqual(usage, r.json.usage);
+});
+
+test('logit_bias +100 forces a token', async () => {
+  const { tokens } = await tokenizePrompt(main, 'Hello');
+  assert.equal(tokens.length, 1);
+  const r = await main.post('/v1/chat/completions',
+    { model: SERVED, messages: MESSAGES, max_tokens: 3, temperature: 1, seed: 3, logit_bias: { [tokens[0]]: 100 } });
+  assert.equal(r.status, 200, r.text);
+  tally.generationOk++;
+  assert.equal(r.json.choices[0].message.content, 'HelloHelloHello');
 });
 
 test('seed determinism', async () => {
@@ -337,7 +385,7 @@ test('seed determinism', async () => {
   assert.notEqual(a.choices[0].message.content, c.choices[0].message.content, 'different seed, different text');
 });
 
-test('stop string across a token boundary ends the text right before it', async () => {
+test('stop string across a token boundary ends the text right before it', async (t) => {
   const prompt = 'List some words:';
   const base = await main.post('/v1/completions', { model: SERVED, prompt, temperature: 0, max_tokens: 40 });
   assert.equal(base.status, 200, base.text);
@@ -366,6 +414,7 @@ test('stop string across a token boundary ends the text right before it', async 
   }
   assert.ok(stop, `no usable token boundary in ${JSON.stringify(pieces)}`);
   const expected = full.slice(0, cut);
+  t.diagnostic(`stop ${JSON.stringify(stop)} spans pieces; expected text ${JSON.stringify(expected)}`);
 
   const r = await main.post('/v1/completions', { model: SERVED, prompt, temperature: 0, max_tokens: 40, stop: [stop] });
   assert.equal(r.status, 200, r.text);
@@ -483,7 +532,7 @@ test('400s name the offending param', async () => {
   tally.status400++;
 });
 
-test('client disconnect mid-stream frees the slot; the next request works', async () => {
+test('client disconnect mid-stream frees the slot; the next request works', async (t) => {
   let aborted = false;
   let deltaSeen = false;
   const r = await main.stream('/v1/chat/completions',
@@ -518,10 +567,11 @@ test('client disconnect mid-stream frees the slot; the next request works', asyn
     if (cancelled.length === 0) await sleep(20);
   }
   assert.equal(cancelled.length, 1, 'one log line for the disconnected request');
+  t.diagnostic(`disconnected request log line: ${JSON.stringify(cancelled[0])}`);
   assert.ok(cancelled[0].completion_tokens < 2000, `generation stopped early: ${JSON.stringify(cancelled[0])}`);
 });
 
-test('running gauge is 1 while a stream is in progress', async () => {
+test('running gauge is 1 while a stream is in progress', async (t) => {
   let running = null;
   const r = await main.stream('/v1/chat/completions',
     { model: SERVED, messages: MESSAGES, temperature: 1, seed: 19, max_tokens: 1500, stream: true },
@@ -539,6 +589,7 @@ test('running gauge is 1 while a stream is in progress', async () => {
     });
   // The metrics read may finish after the stream: wait for it.
   for (let i = 0; i < 100 && running === 'pending'; i++) await sleep(20);
+  t.diagnostic(`gauge read mid-stream: ${running} (stream aborted: ${r.aborted})`);
   if (!r.aborted) {
     // The whole generation finished before /metrics answered: nothing to conclude about the gauge.
     tally.generationOk++;
@@ -601,7 +652,8 @@ test('/metrics counts successful generations and 400s exactly', async () => {
 });
 
 test('/metrics passes promtool check metrics', async (t) => {
-  const promtool = ['/usr/bin/promtool', '/usr/local/bin/promtool'].find((p) => fs.existsSync(p));
+  const promtool = (process.env.PATH || '/usr/bin').split(':').map((d) => path.join(d, 'promtool'))
+    .find((p) => fs.existsSync(p));
   if (!promtool) {
     t.skip('promtool not installed (Debian package "prometheus"): skipping the exposition-format check');
     return;
@@ -637,7 +689,10 @@ test('/stats percentiles equal those of the JSON log lines', async () => {
       'itl_ms_mean', 'itl_ms_p95', 'e2e_ms', 'temperature', 'top_p', 'max_tokens']) {
       assert.ok(f in rec, `log line has ${f}: ${JSON.stringify(rec)}`);
     }
-    assert.ok(rec.e2e_ms >= (rec.ttft_ms ?? 0) && (rec.ttft_ms ?? 0) >= rec.queue_ms, JSON.stringify(rec));
+    assert.ok(rec.e2e_ms >= (rec.ttft_ms ?? 0), `e2e_ms >= ttft_ms: ${JSON.stringify(rec)}`);
+    if (!multiChoiceIds.has(rec.id) && rec.ttft_ms !== null) {
+      assert.ok(rec.ttft_ms >= rec.queue_ms, `ttft_ms includes queue_ms: ${JSON.stringify(rec)}`);
+    }
   }
   const close = (got, want, what) => {
     const tol = 0.002 + 1e-6 * Math.abs(want); // log lines round to microseconds at best
@@ -689,7 +744,7 @@ test('401 with --api-key on every /v1 route; /health stays open', async () => {
   assert.deepEqual(exit, { code: 0, signal: null });
 });
 
-// ---- limits server (--ctx-size 64 --max-body-bytes 4096) ---------------------------------------
+// ---- limits server (--ctx-size 256 --max-body-bytes 4096 --max-num-seqs 1 --keepalive 0.1) ------
 
 test('413 for an oversized body, 415 for text/plain', async () => {
   const big = { model: 'x', messages: [{ role: 'user', content: 'a'.repeat(10_000) }], max_tokens: 2 };
@@ -705,21 +760,72 @@ test('413 for an oversized body, 415 for text/plain', async () => {
   assert.equal(ok.status, 200, ok.text);
 });
 
-test('prompt longer than --ctx-size 64: 400 naming both numbers', async () => {
-  const messages = [{ role: 'user', content: 'word '.repeat(120) }];
+test('prompt longer than --ctx-size 256: 400 naming both numbers', async () => {
+  const messages = [{ role: 'user', content: 'word '.repeat(400) }];
   const tok = await tokenizeMessages(limits, messages);
-  assert.equal(tok.max_model_len, 64);
-  assert.ok(tok.count > 64, `prompt has ${tok.count} tokens`);
+  assert.equal(tok.max_model_len, 256);
+  assert.ok(tok.count > 256, `prompt has ${tok.count} tokens`);
   const res = await limits.post('/v1/chat/completions', { model: 'x', messages, max_tokens: 2 });
   const e = assertError(res, 400, 'messages');
   assert.ok(e.message.includes(String(tok.count)), `message names the prompt token count ${tok.count}: ${e.message}`);
-  assert.ok(e.message.includes('64'), `message names the context length: ${e.message}`);
+  assert.ok(e.message.includes('256'), `message names the context length: ${e.message}`);
 
-  const prompt = 'word '.repeat(120);
+  const prompt = 'word '.repeat(400);
   const ptok = await tokenizePrompt(limits, prompt);
   const c = await limits.post('/v1/completions', { model: 'x', prompt, max_tokens: 2 });
   const ce = assertError(c, 400);
-  assert.ok(ce.message.includes(String(ptok.count)) && ce.message.includes('64'), ce.message);
+  assert.ok(ce.message.includes(String(ptok.count)) && ce.message.includes('256'), ce.message);
+});
+
+test('a request waiting for a slot gets SSE keep-alive comments (--max-num-seqs 1)', async (t) => {
+  const chat = (max, seed) => ({ model: 'x', messages: [{ role: 'user', content: 'hi' }], temperature: 1, seed, max_tokens: max, stream: true });
+  let startB;
+  const bStarted = new Promise((resolve) => { startB = resolve; });
+  let waitingSeen = null;
+  const a = limits.stream('/v1/chat/completions', chat(200, 1), {
+    onEvent: (ev) => { if (ev.json?.choices?.[0]?.delta?.content) startB(); },
+  });
+  await bStarted;
+  const b = limits.stream('/v1/chat/completions', chat(4, 2));
+  await sleep(100);
+  waitingSeen = (await limits.metrics()).values.get('qwenserve_num_requests_waiting');
+  const [ra, rb] = await Promise.all([a, b]);
+  for (const r of [ra, rb]) {
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.errors, []);
+    assert.equal(r.events.at(-1).data, '[DONE]');
+  }
+  const idB = rb.events[0].json.id;
+  const recB = await limits.logRecordFor(idB);
+  t.diagnostic(`waiting gauge ${waitingSeen}; B queue_ms ${recB?.queue_ms}; B comments ${JSON.stringify(rb.comments)}`);
+  assert.ok(recB, 'log line for the queued request');
+  assert.equal(waitingSeen, 1, 'qwenserve_num_requests_waiting is 1 while B waits');
+  assert.ok(recB.queue_ms >= 100, `B waited for the slot: ${JSON.stringify(recB)}`);
+  if (recB.queue_ms >= 450) {
+    assert.ok(rb.comments.some((c) => c.trim() === 'keep-alive'), 'keep-alive comments while waiting');
+  } else {
+    t.diagnostic('B waited less than 450 ms: keep-alive not required');
+  }
+});
+
+test('SIGTERM lets an in-flight stream finish, then exits 0', async () => {
+  let signalled = false;
+  const r = await limits.stream('/v1/chat/completions',
+    { model: 'x', messages: [{ role: 'user', content: 'hi' }], temperature: 0, max_tokens: 60, stream: true,
+      stream_options: { include_usage: true } },
+    {
+      onEvent: (ev) => {
+        if (!signalled && ev.json?.choices?.[0]?.delta?.content) {
+          signalled = true;
+          limits.proc.kill('SIGTERM');
+        }
+      },
+    });
+  assert.ok(signalled);
+  assert.deepEqual(r.errors, []);
+  assert.equal(r.events.at(-1)?.data, '[DONE]', 'the stream completed after SIGTERM');
+  const usage = r.events.at(-2)?.json?.usage;
+  assert.equal(usage?.completion_tokens, 60, 'all 60 tokens were generated');
   const exit = await limits.stop();
-  assert.deepEqual(exit, { code: 0, signal: null });
+  assert.deepEqual(exit, { code: 0, signal: null }, limits.stderr.slice(-2000));
 });
