@@ -8,6 +8,7 @@
 #endif
 
 #include "core/error.h"
+#include "quant/quantize.h"
 
 namespace qs {
 namespace {
@@ -112,6 +113,7 @@ uint16_t fp32_to_bf16(float f) {
 }
 
 void dequantize_row(DType dtype, const void* src, float* dst, int64_t n) {
+  (void)row_bytes(dtype, n);  // throws when n is not a multiple of the block size
   switch (dtype) {
     case DType::F32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
@@ -141,16 +143,11 @@ void dequantize_row(DType dtype, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    case DType::Q8_0: {
-      const auto* p = static_cast<const uint8_t*>(src);
-      for (int64_t b = 0; b < n / 32; ++b) {
-        BlockQ8_0 block;
-        std::memcpy(&block, p + b * sizeof(BlockQ8_0), sizeof block);
-        const float d = fp16_to_fp32(block.d);
-        for (int i = 0; i < 32; ++i) dst[b * 32 + i] = d * static_cast<float>(block.qs[i]);
-      }
-      return;
-    }
+    case DType::Q8_0: dequantize_row_q8_0(src, dst, n); return;
+    case DType::Q4_0: dequantize_row_q4_0(src, dst, n); return;
+    case DType::Q4_K: dequantize_row_q4_k(src, dst, n); return;
+    case DType::Q5_K: dequantize_row_q5_k(src, dst, n); return;
+    case DType::Q6_K: dequantize_row_q6_k(src, dst, n); return;
     default:
       throw Error("dequantize_row: type " + std::string(dtype_name(dtype)) + " is not supported yet");
   }

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string_view>
 
+#include "quant/blocks.h"
+
 namespace qs {
 
 enum class DType : uint32_t {
@@ -52,15 +54,10 @@ inline float bf16_to_fp32(uint16_t b) {
 }
 uint16_t fp32_to_bf16(float f);
 
-/// Q8_0 block (ggml): 32 int8 quants with one f16 scale; x[i] = d * qs[i].
-struct BlockQ8_0 {
-  uint16_t d;  // f16 scale
-  int8_t qs[32];
-};
-static_assert(sizeof(BlockQ8_0) == 34);
-
-/// Converts `n` elements of a row stored as `dtype` to f32. Supports F32, F16, BF16, Q8_0.
-/// Throws qs::Error for other types.
+/// Converts `n` elements of a row stored as `dtype` to f32 (scalar reference decode; block layouts
+/// and formulas in quant/blocks.h). Supports F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Throws
+/// qs::Error for other types or when n is not a multiple of the block size. The inverse,
+/// quantize_row, is in quant/quantize.h.
 void dequantize_row(DType dtype, const void* src, float* dst, int64_t n);
 
 }  // namespace qs
