@@ -14,5 +14,6 @@ Command register_info(CLI::App& app);
 Command register_tokenize(CLI::App& app);
 Command register_logits(CLI::App& app);
 Command register_serve(CLI::App& app);
+Command register_loadtest(CLI::App& app);
 
 }  // namespace qs::cli

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       qs::cli::register_tokenize);
   add("logits", "Write the logits of every position of a token sequence (f32, for testing)",
       qs::cli::register_logits);
+  add("loadtest", "Benchmark an OpenAI-compatible server (TTFT, ITL, throughput)", qs::cli::register_loadtest);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,187 @@
+// `qwenserve loadtest`: benchmark client for any OpenAI-compatible server (in the manner of vLLM's
+// benchmarks/benchmark_serving.py). Metric definitions: src/loadtest/report.h; percentiles:
+// src/loadtest/statistics.h; request timing: src/loadtest/sse_client.h.
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "loadtest/report.h"
+#include "loadtest/runner.h"
+#include "loadtest/workload.h"
+
+namespace qs::cli {
+namespace {
+
+struct LoadtestOptions {
+  std::string url = "http://127.0.0.1:8080";
+  std::string model;
+  std::string endpoint = "chat";
+  std::string api_key;
+  std::string concurrency;   // "1,2,4,8"
+  std::string request_rate;  // "2,4,inf"
+  double burstiness = 1.0;
+  int max_concurrency = 0;
+  size_t num_requests = 100;
+  std::string input_tokens = "256";
+  std::string output_tokens = "128";
+  std::string dataset;
+  int multi_turn = 1;
+  std::optional<double> slo_ttft_ms;
+  std::optional<double> slo_itl_ms;
+  uint64_t seed = 0;
+  bool json = false;
+  std::string dump_requests;
+  double timeout_s = 600;
+  bool no_tokenize = false;
+  bool quiet = false;
+};
+
+std::vector<double> parse_list(const std::string& text, const std::string& option) {
+  std::vector<double> values;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "inf") {
+      values.push_back(std::numeric_limits<double>::infinity());
+      continue;
+    }
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || !(v > 0)) {
+      throw Error(option + ": '" + item + "' is not a positive number");
+    }
+    values.push_back(v);
+  }
+  if (values.empty()) throw Error(option + ": empty list");
+  return values;
+}
+
+loadtest::EndpointConfig endpoint_config(const LoadtestOptions& opt) {
+  if (opt.endpoint != "chat" && opt.endpoint != "completions") {
+    throw Error("--endpoint must be 'chat' or 'completions'");
+  }
+  return {opt.url, opt.api_key, opt.model, opt.endpoint == "chat", opt.timeout_s};
+}
+
+std::vector<loadtest::Conversation> make_workload(const LoadtestOptions& opt,
+                                                  const loadtest::EndpointConfig& endpoint) {
+  loadtest::StreamClient tokenizer_client(endpoint);
+  loadtest::TokenCounter counter;
+  if (!opt.no_tokenize) {
+    counter = [&](const std::string& text) { return tokenizer_client.count_tokens(text); };
+  }
+  loadtest::PromptBuilder prompts(counter, opt.seed);
+  loadtest::WorkloadOptions w;
+  w.num_requests = opt.num_requests;
+  w.turns_per_user = opt.multi_turn;
+  w.input = loadtest::parse_length_range(opt.input_tokens, "--input-tokens");
+  w.output = loadtest::parse_length_range(opt.output_tokens, "--output-tokens");
+  w.dataset_path = opt.dataset;
+  w.seed = opt.seed;
+  auto workload = loadtest::build_workload(w, prompts);
+  if (opt.dataset.empty() && !opt.quiet) {
+    std::cerr << "loadtest: " << workload.size() << " conversations, " << opt.num_requests
+              << " requests; prompt lengths "
+              << (prompts.measured() ? "fitted with the server's /tokenize"
+                                     : "estimated (one token per word; no /tokenize)")
+              << "\n";
+  }
+  return workload;
+}
+
+int run_loadtest(const LoadtestOptions& opt) {
+  if (opt.num_requests == 0) throw Error("--num-requests must be >= 1");
+  const loadtest::EndpointConfig endpoint = endpoint_config(opt);
+  const bool open_loop = !opt.request_rate.empty();
+  const std::vector<double> levels = open_loop ? parse_list(opt.request_rate, "--request-rate")
+                                               : parse_list(opt.concurrency.empty() ? "1" : opt.concurrency,
+                                                            "--concurrency");
+  if (!(opt.burstiness > 0)) throw Error("--burstiness must be > 0");
+  const std::vector<loadtest::Conversation> workload = make_workload(opt, endpoint);
+  std::ofstream dump;
+  if (!opt.dump_requests.empty()) {
+    dump.open(opt.dump_requests, std::ios::trunc);
+    if (!dump) throw Error(opt.dump_requests + ": cannot open for writing");
+  }
+  const loadtest::SloOptions slo{opt.slo_ttft_ms, opt.slo_itl_ms};
+  for (size_t i = 0; i < levels.size(); ++i) {
+    loadtest::LevelOptions level;
+    level.endpoint = endpoint;
+    level.closed_loop = !open_loop;
+    if (open_loop) {
+      level.request_rate = levels[i];
+    } else {
+      if (levels[i] != std::floor(levels[i])) throw Error("--concurrency values must be integers");
+      level.concurrency = static_cast<int>(levels[i]);
+    }
+    level.burstiness = opt.burstiness;
+    level.max_concurrency = opt.max_concurrency;
+    level.seed = opt.seed + i;
+    level.show_progress = !opt.quiet;
+    const loadtest::LevelResult result = loadtest::run_level(level, workload);
+    const auto summary = loadtest::level_json(result, slo);
+    if (opt.json) {
+      std::cout << summary.dump() << std::endl;
+    } else {
+      std::cout << loadtest::format_level(summary) << std::endl;
+    }
+    if (dump.is_open()) {
+      for (const auto& r : result.records) dump << loadtest::record_json(r, result).dump() << "\n";
+      dump.flush();
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command register_loadtest(CLI::App& app) {
+  auto opt = std::make_shared<LoadtestOptions>();
+  app.add_option("--url", opt->url, "Server base URL (http://host:port, optionally ending in /v1)")
+      ->capture_default_str();
+  app.add_option("--model", opt->model, "\"model\" field sent with every request");
+  app.add_option("--endpoint", opt->endpoint, "chat (/v1/chat/completions) or completions (/v1/completions)")
+      ->capture_default_str();
+  app.add_option("--api-key", opt->api_key, "Bearer token");
+  auto* conc = app.add_option("--concurrency", opt->concurrency,
+                              "Closed loop: simulated users; a list (1,2,4,8) runs one level each (default 1)");
+  auto* rate = app.add_option("--request-rate", opt->request_rate,
+                              "Open loop: conversation arrivals per second (Poisson; list allowed; inf = all at once)");
+  conc->excludes(rate);
+  app.add_option("--burstiness", opt->burstiness,
+                 "Open loop: gamma shape of inter-arrival gaps (1 = Poisson, <1 burstier)")
+      ->capture_default_str();
+  app.add_option("--max-concurrency", opt->max_concurrency,
+                 "Open loop: cap on conversations in flight (0 = none)")
+      ->capture_default_str();
+  app.add_option("--num-requests", opt->num_requests, "Requests per level (turns included)")
+      ->capture_default_str();
+  app.add_option("--input-tokens", opt->input_tokens, "Prompt tokens per turn: N or MIN:MAX (uniform)")
+      ->capture_default_str();
+  app.add_option("--output-tokens", opt->output_tokens, "max_tokens per request: N or MIN:MAX (uniform)")
+      ->capture_default_str();
+  app.add_option("--dataset", opt->dataset, "JSONL of {\"messages\": [...]} conversations (user turns are sent)");
+  app.add_option("--multi-turn", opt->multi_turn, "Turns per simulated user; each resends the growing history")
+      ->capture_default_str();
+  app.add_option("--slo-ttft-ms", opt->slo_ttft_ms, "Goodput SLO: TTFT at most this (ms)");
+  app.add_option("--slo-itl-ms", opt->slo_itl_ms, "Goodput SLO: every inter-token gap at most this (ms)");
+  app.add_option("--seed", opt->seed, "Seed of prompts, lengths and arrivals")->capture_default_str();
+  app.add_option("--timeout", opt->timeout_s, "Read timeout per request (s)")->capture_default_str();
+  app.add_flag("--json", opt->json, "Print one JSON object per level instead of a table");
+  app.add_option("--dump-requests", opt->dump_requests, "Write one JSON line per request (raw measurements)");
+  app.add_flag("--no-tokenize", opt->no_tokenize, "Do not call the server's /tokenize to size prompts");
+  app.add_flag("-q,--quiet", opt->quiet, "No progress output on stderr");
+  return [opt] { return run_loadtest(*opt); };
+}
+
+}  // namespace qs::cli

@@ -1,0 +1,168 @@
+#include "loadtest/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "loadtest/statistics.h"
+
+namespace qs::loadtest {
+namespace {
+
+nlohmann::ordered_json summary_json(const Summary& s) {
+  nlohmann::ordered_json j;
+  j["mean"] = s.mean;  // NaN dumps as null
+  j["p50"] = s.p50;
+  j["p90"] = s.p90;
+  j["p95"] = s.p95;
+  j["p99"] = s.p99;
+  j["max"] = s.max;
+  return j;
+}
+
+nlohmann::ordered_json level_value(double level) {
+  if (std::isinf(level)) return "inf";
+  if (level == std::floor(level) && std::abs(level) < 1e15) return static_cast<long long>(level);
+  return level;
+}
+
+double max_itl(const RequestRecord& r) {
+  double m = 0;
+  for (double v : r.itl_ms) m = std::max(m, v);
+  return m;
+}
+
+}  // namespace
+
+bool meets_slo(const RequestRecord& r, const SloOptions& slo) {
+  if (!r.ok()) return false;
+  if (slo.ttft_ms && !(r.ttft_ms <= *slo.ttft_ms)) return false;  // NaN TTFT fails
+  if (slo.itl_ms && max_itl(r) > *slo.itl_ms) return false;
+  return true;
+}
+
+nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& slo) {
+  std::vector<double> ttft, tpot, itl, e2e;
+  std::map<int, std::vector<double>> ttft_by_turn;
+  std::map<std::string, size_t> errors;
+  size_t completed = 0, good = 0;
+  long long output_tokens = 0, prompt_tokens = 0;
+  for (const RequestRecord& r : level.records) {
+    if (!r.ok()) {
+      ++errors[r.status];
+      continue;
+    }
+    ++completed;
+    if (meets_slo(r, slo)) ++good;
+    output_tokens += r.output_tokens;
+    if (r.prompt_tokens > 0) prompt_tokens += r.prompt_tokens;
+    e2e.push_back(r.e2e_ms);
+    if (!std::isnan(r.ttft_ms)) {
+      ttft.push_back(r.ttft_ms);
+      ttft_by_turn[r.turn].push_back(r.ttft_ms);
+      if (r.output_tokens > 1) tpot.push_back((r.e2e_ms - r.ttft_ms) / (r.output_tokens - 1));
+    }
+    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+  }
+  const double d = level.duration_s > 0 ? level.duration_s : std::nan("");
+  nlohmann::ordered_json j;
+  if (level.closed_loop) {
+    j["concurrency"] = level_value(level.level);
+  } else {
+    j["request_rate"] = level_value(level.level);
+    j["burstiness"] = level.burstiness;
+  }
+  j["num_requests"] = level.records.size();
+  j["completed"] = completed;
+  j["errors"] = nlohmann::ordered_json::object();
+  for (const auto& [status, count] : errors) j["errors"][status] = count;
+  j["duration_s"] = level.duration_s;
+  j["total_input_tokens"] = prompt_tokens;
+  j["total_output_tokens"] = output_tokens;
+  j["request_throughput"] = static_cast<double>(completed) / d;
+  j["output_throughput"] = static_cast<double>(output_tokens) / d;
+  j["goodput"] = static_cast<double>(good) / d;
+  j["ttft_ms"] = summary_json(summarize(ttft));
+  j["tpot_ms"] = summary_json(summarize(tpot));
+  j["itl_ms"] = summary_json(summarize(itl));
+  j["e2e_ms"] = summary_json(summarize(e2e));
+  if (level.turns_per_user > 1) {
+    nlohmann::ordered_json by_turn = nlohmann::ordered_json::object();
+    for (auto& [turn, values] : ttft_by_turn) {
+      by_turn[std::to_string(turn)] = summary_json(summarize(std::move(values)));
+    }
+    j["ttft_ms_by_turn"] = by_turn;
+  }
+  return j;
+}
+
+nlohmann::ordered_json record_json(const RequestRecord& r, const LevelResult& level) {
+  nlohmann::ordered_json j;
+  if (level.closed_loop) {
+    j["concurrency"] = level_value(level.level);
+  } else {
+    j["request_rate"] = level_value(level.level);
+  }
+  j["conversation"] = r.conversation;
+  j["turn"] = r.turn;
+  j["start_s"] = r.start_s;
+  j["ttft_ms"] = r.ttft_ms;
+  j["itl_ms"] = r.itl_ms;
+  j["e2e_ms"] = r.e2e_ms;
+  j["output_tokens"] = r.output_tokens;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["content_chunks"] = r.content_chunks;
+  j["max_tokens"] = r.max_tokens;
+  j["finish_reason"] = r.finish_reason;
+  j["status"] = r.status;
+  j["error"] = r.error;
+  return j;
+}
+
+namespace {
+
+std::string num(const nlohmann::ordered_json& v, const char* fmt = "%.2f") {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v.get<double>());
+  return buf;
+}
+
+void summary_row(std::string& out, const std::string& name, const nlohmann::ordered_json& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-14s %9s %9s %9s %9s %9s %9s\n", name.c_str(),
+                num(s["mean"]).c_str(), num(s["p50"]).c_str(), num(s["p90"]).c_str(),
+                num(s["p95"]).c_str(), num(s["p99"]).c_str(), num(s["max"]).c_str());
+  out += buf;
+}
+
+}  // namespace
+
+std::string format_level(const nlohmann::ordered_json& j) {
+  std::string out;
+  const bool closed = j.contains("concurrency");
+  const std::string title = closed ? "concurrency " + num(j["concurrency"], "%g")
+                                   : "request rate " + num(j["request_rate"], "%g") + " req/s";
+  out += "==================== " + title + " ====================\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "completed %s/%s   errors %s   duration %s s\n",
+                j["completed"].dump().c_str(), j["num_requests"].dump().c_str(),
+                j["errors"].dump().c_str(), num(j["duration_s"]).c_str());
+  out += buf;
+  std::snprintf(buf, sizeof buf,
+                "request throughput %s req/s   output throughput %s tokens/s   goodput %s req/s\n",
+                num(j["request_throughput"]).c_str(), num(j["output_throughput"]).c_str(),
+                num(j["goodput"]).c_str());
+  out += buf;
+  std::snprintf(buf, sizeof buf, "%-14s %9s %9s %9s %9s %9s %9s\n", "(ms)", "mean", "p50", "p90",
+                "p95", "p99", "max");
+  out += buf;
+  for (const char* key : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) summary_row(out, key, j[key]);
+  if (j.contains("ttft_ms_by_turn")) {
+    for (const auto& [turn, s] : j["ttft_ms_by_turn"].items()) summary_row(out, "ttft turn " + turn, s);
+  }
+  return out;
+}
+
+}  // namespace qs::loadtest
