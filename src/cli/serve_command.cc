@@ -11,6 +11,7 @@
 #include "cli/runtime.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "kv/kv_budget.h"
 #include "metrics/server_metrics.h"
 #include "server/http_server.h"
 #include "server/web_assets.h"
@@ -27,9 +28,14 @@ constexpr const char* kChatMlTemplate =
 struct ServeOptions {
   RuntimeOptions runtime;
   ServerOptions server;
-  int32_t max_num_seqs = 8;
+  EngineOptions engine;            // max_num_seqs, max_batched_tokens, queue limits, guard
+  std::string kv_cache_memory;     // empty: a quarter of available memory (see kv_budget.h)
+  bool no_prefix_cache = false;
+  bool no_output_guard = false;
   double shutdown_grace_s = 30;
   double keepalive_s = 5;
+  CLI::Option* max_batched_tokens_option = nullptr;
+  CLI::Option* batch_size_option = nullptr;
 };
 
 // Available memory from /proc/meminfo (bytes), or 0 when unknown.
@@ -44,17 +50,16 @@ size_t available_memory_bytes() {
   return 0;
 }
 
-// KV blocks: room for max_num_seqs full contexts, capped at a quarter of available memory but
-// never less than one full context.
-int32_t kv_blocks_for(const ModelConfig& config, const RuntimeOptions& rt, int32_t max_num_seqs, KvDType dtype) {
-  const int64_t ctx = std::min<int64_t>(rt.ctx_size, config.max_position_embeddings);
-  const int32_t one_context = KvCache::blocks_for_context(ctx);
-  int64_t blocks = static_cast<int64_t>(one_context) * max_num_seqs;
-  const size_t available = available_memory_bytes();
-  if (available > 0) {
-    blocks = std::min<int64_t>(blocks, static_cast<int64_t>(available / 4 / KvCache::bytes_per_block(config, dtype)));
-  }
-  return static_cast<int32_t>(std::max<int64_t>(blocks, one_context));
+// KV blocks: --kv-cache-memory, else a quarter of available memory capped at max_num_seqs full
+// contexts (never less than one context).
+int32_t kv_blocks_for(const ModelConfig& config, const ServeOptions& opt, int64_t ctx, KvDType dtype) {
+  KvBudgetInput in;
+  in.bytes_per_block = KvCache::bytes_per_block(config, dtype);
+  in.ctx_tokens = ctx;
+  in.max_num_seqs = opt.engine.max_num_seqs;
+  if (!opt.kv_cache_memory.empty()) in.budget_bytes = parse_byte_size(opt.kv_cache_memory);
+  in.available_bytes = available_memory_bytes();
+  return kv_blocks_for_budget(in);
 }
 
 void warm_up(Engine& engine, const Tokenizer& tokenizer) {
@@ -85,11 +90,15 @@ int run_serve(ServeOptions opt) {
   const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
   const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
   ThreadPool pool(opt.runtime.threads > 0 ? opt.runtime.threads : default_thread_count());
-  KvCache cache(config, kv_dtype, kv_blocks_for(config, opt.runtime, opt.max_num_seqs, kv_dtype));
-  ModelRunner runner(config, model->weights, cache, pool, std::min<int64_t>(opt.runtime.batch_size, ctx), ctx);
-  EngineOptions engine_options;
-  engine_options.max_num_seqs = opt.max_num_seqs;
-  engine_options.max_batched_tokens = opt.runtime.batch_size;
+  KvCache cache(config, kv_dtype, kv_blocks_for(config, opt, ctx, kv_dtype));
+  EngineOptions engine_options = opt.engine;
+  // --batch-size (shared with generate) is the old name of --max-batched-tokens.
+  if (opt.max_batched_tokens_option->count() == 0 && opt.batch_size_option->count() > 0) {
+    engine_options.max_batched_tokens = opt.runtime.batch_size;
+  }
+  engine_options.prefix_caching = !opt.no_prefix_cache;
+  engine_options.guard.enabled = !opt.no_output_guard;
+  ModelRunner runner(config, model->weights, cache, pool, std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx);
   Engine engine(runner, cache, *tokenizer, engine_options);
   metrics::ServerMetrics metrics;
   opt.server.keepalive_ms = static_cast<int64_t>(opt.keepalive_s * 1000);
@@ -119,9 +128,13 @@ int run_serve(ServeOptions opt) {
 
   warm_up(engine, *tokenizer);
   server.set_ready(true);
-  std::fprintf(stderr, "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks, %d threads)\n",
+  std::fprintf(stderr,
+               "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks = %lld tokens, "
+               "%.1f MiB, prefix cache %s, %d threads)\n",
                model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
-               opt.server.port, static_cast<long long>(ctx), cache.n_blocks(), pool.n_threads());
+               opt.server.port, static_cast<long long>(engine.context_tokens()), cache.n_blocks(),
+               static_cast<long long>(cache.n_blocks()) * kKvBlockSize, cache.total_bytes() / 1048576.0,
+               engine_options.prefix_caching ? "on" : "off", pool.n_threads());
   const bool ok = server.listen();
   if (!ok) {
     std::fprintf(stderr, "error: cannot listen on %s:%d\n", opt.server.host.c_str(), opt.server.port);
@@ -149,7 +162,37 @@ Command register_serve(CLI::App& app) {
   app.add_option("--default-max-tokens", s.default_max_tokens, "max_tokens when a request sets none")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--log-format", s.log_format, "Per-request log line on stderr")->check(CLI::IsMember({"json", "text", "none"}))->capture_default_str();
-  app.add_option("--max-num-seqs", opt->max_num_seqs, "Sequences decoded together")->check(CLI::PositiveNumber)->capture_default_str();
+  EngineOptions& e = opt->engine;
+  e.max_queue = 256;
+  app.add_option("--max-num-seqs", e.max_num_seqs, "Sequences decoded together")->check(CLI::PositiveNumber)->capture_default_str();
+  opt->max_batched_tokens_option =
+      app.add_option("--max-batched-tokens", e.max_batched_tokens,
+                     "Tokens per forward step: decode tokens + prefill chunks (chunked prefill)")
+          ->check(CLI::PositiveNumber)->capture_default_str();
+  opt->batch_size_option = app.get_option("--batch-size");
+  app.add_option("--kv-cache-memory", opt->kv_cache_memory,
+                 "KV cache size in bytes, e.g. 2GiB, 512MiB, 4GB (default: 1/4 of available memory, "
+                 "capped at --max-num-seqs full contexts)");
+  app.add_flag("--no-prefix-cache", opt->no_prefix_cache, "Disable automatic prefix caching (KV reuse of shared prompt prefixes)");
+  app.add_option("--max-queue", e.max_queue, "Requests that may wait to start; more get 429 (0: no limit)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--max-queue-wait", e.max_queue_wait_s,
+                 "Seconds a request may wait to start before it gets 429 (0: no limit); streams then "
+                 "begin only once the request runs")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--request-timeout", s.request_timeout_s,
+                 "Seconds a request may take in all (0: no limit); also caps a request's \"timeout\" field")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--no-output-guard", opt->no_output_guard,
+               "Disable the degenerate-output guard (see --guard-blank-run, --guard-ngram-repeats)");
+  app.add_option("--guard-blank-run", e.guard.max_blank_run,
+                 "Stop (finish_reason length) after more than N consecutive whitespace/punctuation-only tokens (0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--guard-ngram-repeats", e.guard.ngram_repeats,
+                 "Stop (finish_reason length) when one n-gram repeats N times in a row (0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--guard-max-ngram", e.guard.max_ngram, "Longest n-gram (tokens) the repetition guard checks")
+      ->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--keepalive", opt->keepalive_s, "Seconds between SSE keep-alive comments")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--shutdown-grace", opt->shutdown_grace_s, "Seconds in-flight requests may finish after SIGTERM")->check(CLI::NonNegativeNumber)->capture_default_str();
   return [opt] { return run_serve(*opt); };

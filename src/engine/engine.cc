@@ -7,16 +7,36 @@
 #include "engine/sequence.h"
 
 namespace qs {
+namespace {
 
-Engine::Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer,
-               EngineOptions options)
-    : runner_(runner), cache_(cache), tokenizer_(tokenizer), options_(options) {
-  options_.max_batched_tokens = std::min(options_.max_batched_tokens, runner.max_batch_tokens());
-  options_.max_num_seqs = static_cast<int32_t>(
-      std::min<int64_t>(options_.max_num_seqs, options_.max_batched_tokens));
+EngineOptions clamped(EngineOptions options, const ModelRunner& runner) {
+  options.max_batched_tokens = std::clamp<int64_t>(options.max_batched_tokens, 1, runner.max_batch_tokens());
+  options.max_num_seqs = static_cast<int32_t>(
+      std::clamp<int64_t>(options.max_num_seqs, 1, options.max_batched_tokens));
+  return options;
+}
+
+EngineEvent error_event(EngineErrorCode code, std::string message) {
+  EngineEvent event;
+  event.kind = EngineEvent::Kind::kError;
+  event.error_code = code;
+  event.error = std::move(message);
+  return event;
+}
+
+}  // namespace
+
+Engine::Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer, EngineOptions options)
+    : runner_(runner),
+      cache_(cache),
+      tokenizer_(tokenizer),
+      options_(clamped(options, runner)),
+      blocks_(cache.n_blocks(), options_.prefix_caching),
+      scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}) {
   const auto vocab = static_cast<size_t>(runner.config().vocab_size);
   logits_.resize(static_cast<size_t>(options_.max_num_seqs) * vocab);
   logprobs_.resize(vocab);
+  blank_token_.assign(vocab, -1);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -31,33 +51,57 @@ void Engine::shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
-  auto seq = std::make_unique<EngineSequence>(std::move(request), tokenizer_,
-                                        static_cast<int32_t>(runner_.config().vocab_size));
-  auto stream = seq->stream;
-  const int64_t needed = static_cast<int64_t>(seq->request.prompt_ids.size()) + seq->request.max_tokens;
-  if (seq->request.prompt_ids.empty() || needed > runner_.max_context_tokens() ||
-      KvCache::blocks_for_context(needed) > cache_.n_blocks()) {
-    EngineEvent error;
-    error.kind = EngineEvent::Kind::kError;
-    error.error = "request needs " + std::to_string(needed) + " tokens of context, the engine has " +
-                  std::to_string(runner_.max_context_tokens());
-    stream->push(std::move(error));
-    return stream;
+int64_t Engine::context_tokens() const {
+  return std::min<int64_t>(runner_.max_context_tokens(), static_cast<int64_t>(cache_.n_blocks()) * kKvBlockSize);
+}
+
+SubmitResult Engine::try_submit(EngineRequest request) {
+  SubmitResult result;
+  const int64_t needed = static_cast<int64_t>(request.prompt_ids.size()) + request.max_tokens;
+  const int64_t kv_tokens = static_cast<int64_t>(cache_.n_blocks()) * kKvBlockSize;
+  if (request.prompt_ids.empty()) {
+    result.rejection = EngineErrorCode::kInvalid;
+    result.message = "the prompt is empty";
+    return result;
   }
+  if (needed > runner_.max_context_tokens() || needed > kv_tokens) {
+    const bool kv = needed <= runner_.max_context_tokens();
+    result.rejection = EngineErrorCode::kInvalid;
+    result.message = "request needs " + std::to_string(needed) + " tokens of context (prompt " +
+                     std::to_string(request.prompt_ids.size()) + " + max_tokens " +
+                     std::to_string(request.max_tokens) + "), the " +
+                     (kv ? "KV cache holds " + std::to_string(kv_tokens)
+                         : "engine has " + std::to_string(runner_.max_context_tokens()));
+    return result;
+  }
+  auto seq = std::make_unique<EngineSequence>(std::move(request), tokenizer_,
+                                              static_cast<int32_t>(runner_.config().vocab_size), options_.guard);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_) {
-      EngineEvent error;
-      error.kind = EngineEvent::Kind::kError;
-      error.error = "the engine is shutting down";
-      stream->push(std::move(error));
-      return stream;
+      result.rejection = EngineErrorCode::kShuttingDown;
+      result.message = "the engine is shutting down";
+      return result;
     }
+    if (options_.max_queue > 0 && n_waiting_.load() >= options_.max_queue) {
+      result.rejection = EngineErrorCode::kQueueFull;
+      result.message = "server overloaded: " + std::to_string(options_.max_queue) +
+                       " requests already wait (--max-queue); retry later";
+      return result;
+    }
+    result.stream = seq->stream;
     incoming_.push_back(std::move(seq));
     n_waiting_.fetch_add(1);
   }
   cv_.notify_one();
+  return result;
+}
+
+std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
+  SubmitResult result = try_submit(std::move(request));
+  if (result.stream) return result.stream;
+  auto stream = std::make_shared<RequestStream>();
+  stream->push(error_event(result.rejection, result.message));
   return stream;
 }
 
@@ -65,13 +109,37 @@ EngineStats Engine::stats() const {
   EngineStats s;
   s.running = n_running_.load();
   s.waiting = n_waiting_.load();
-  s.kv_cache_usage = cache_.n_blocks() > 0
-                         ? static_cast<double>(n_used_blocks_.load()) / cache_.n_blocks()
-                         : 0.0;
+  s.kv_blocks_total = cache_.n_blocks();
+  s.kv_blocks_referenced = n_referenced_.load();
+  s.kv_blocks_cached = n_cached_.load();
+  s.kv_cache_usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_referenced) / s.kv_blocks_total : 0.0;
+  s.preemptions_total = preemptions_pub_.load();
+  s.prefix_cache_queries_tokens = cache_queries_pub_.load();
+  s.prefix_cache_hits_tokens = cache_hits_pub_.load();
+  s.prefill_computed_tokens = prefill_pub_.load();
   return s;
 }
 
-void Engine::finish(EngineSequence& seq, const std::string& reason) {
+void Engine::publish_stats() {
+  n_running_.store(static_cast<int64_t>(scheduler_.running().size()));
+  n_referenced_.store(blocks_.n_referenced());
+  n_cached_.store(blocks_.n_cached_unreferenced());
+  preemptions_pub_.store(preemptions_);
+  cache_queries_pub_.store(cache_queries_);
+  cache_hits_pub_.store(cache_hits_);
+  prefill_pub_.store(prefill_computed_);
+}
+
+// Releases the sequence's blocks and takes it out of the scheduler; the final event follows.
+void Engine::retire(EngineSequence& seq) {
+  const bool was_waiting = std::find(scheduler_.waiting().begin(), scheduler_.waiting().end(), &seq) !=
+                           scheduler_.waiting().end();
+  scheduler_.remove(&seq);
+  if (was_waiting) n_waiting_.fetch_sub(1);
+  seq.finished = true;
+}
+
+void Engine::finish(EngineSequence& seq, const std::string& reason, const std::string& stop_cause) {
   EngineEvent event;
   event.kind = EngineEvent::Kind::kFinished;
   // Text held back by the decoder (incomplete UTF-8) or the stop matcher (a possible stop-string
@@ -79,11 +147,25 @@ void Engine::finish(EngineSequence& seq, const std::string& reason) {
   const StopMatcher::Result tail = seq.stop.push(seq.decoder.flush());
   event.text = tail.text + (tail.stopped ? std::string() : seq.stop.flush());
   event.finish_reason = tail.stopped ? "stop" : reason;
-  event.prompt_tokens = static_cast<int64_t>(seq.request.prompt_ids.size());
-  event.completion_tokens = static_cast<int64_t>(seq.output_ids.size());
+  event.stop_cause = tail.stopped ? "stop_string" : stop_cause;
+  event.prompt_tokens = seq.prompt_tokens();
+  event.completion_tokens = seq.n_output();
+  event.cached_tokens = std::max<int64_t>(seq.n_cached_prompt_tokens, 0);
+  event.prefill_computed_tokens = seq.n_prefill_computed;
+  event.preemptions = seq.n_preemptions;
   // Free the blocks before telling the client: once it sees the end, the KV is back in the pool.
-  seq.blocks.release_all(cache_.pool());
-  seq.finished = true;
+  retire(seq);
+  seq.stream->push(std::move(event));
+}
+
+void Engine::fail(EngineSequence& seq, EngineErrorCode code, const std::string& message) {
+  EngineEvent event = error_event(code, message);
+  event.prompt_tokens = seq.prompt_tokens();
+  event.completion_tokens = seq.n_output();
+  event.cached_tokens = std::max<int64_t>(seq.n_cached_prompt_tokens, 0);
+  event.prefill_computed_tokens = seq.n_prefill_computed;
+  event.preemptions = seq.n_preemptions;
+  retire(seq);
   seq.stream->push(std::move(event));
 }
 
@@ -91,68 +173,56 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (running_.empty() && waiting_.empty()) {
+      if (sequences_.empty()) {
         cv_.wait(lock, [this] { return stop_ || !incoming_.empty(); });
       }
       if (stop_) break;
       while (!incoming_.empty()) {
-        waiting_.push_back(std::move(incoming_.front()));
+        scheduler_.add(incoming_.front().get());
+        sequences_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
     }
-    admit_waiting();
+    drop_expired_and_cancelled();
     try {
       step();
     } catch (const std::exception& e) {
       // A failed step fails the sequences in it, never the process.
-      for (auto& seq : running_) {
-        EngineEvent error;
-        error.kind = EngineEvent::Kind::kError;
-        error.error = std::string("engine step failed: ") + e.what();
-        seq->blocks.release_all(cache_.pool());
-        seq->finished = true;
-        seq->stream->push(std::move(error));
+      std::vector<SchedSequence*> running = scheduler_.running();
+      for (SchedSequence* s : running) {
+        fail(static_cast<EngineSequence&>(*s), EngineErrorCode::kInternal, std::string("engine step failed: ") + e.what());
       }
     }
-    running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                  [](const auto& s) { return s->finished; }),
-                   running_.end());
-    n_running_.store(static_cast<int64_t>(running_.size()));
-    n_waiting_.store(static_cast<int64_t>(waiting_.size()));
-    n_used_blocks_.store(cache_.n_blocks() - cache_.pool().n_free());
+    std::erase_if(sequences_, [](const auto& s) { return s->finished; });
+    publish_stats();
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto* queue : {&incoming_, &waiting_}) {
-    for (auto& seq : *queue) finish(*seq, "cancelled");
-    queue->clear();
+  for (auto& seq : incoming_) {
+    scheduler_.add(seq.get());
+    sequences_.push_back(std::move(seq));
   }
-  for (auto& seq : running_) finish(*seq, "cancelled");
-  running_.clear();
-  n_running_.store(0);
+  incoming_.clear();
+  for (auto& seq : sequences_) finish(*seq, "cancelled", "shutdown");
+  sequences_.clear();
   n_waiting_.store(0);
+  publish_stats();
 }
 
-void Engine::admit_waiting() {
-  // Cancelled requests leave the queue without running.
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->stream->cancelled()) {
-      finish(**it, "cancelled");
-      it = waiting_.erase(it);
-    } else {
-      ++it;
+void Engine::drop_expired_and_cancelled() {
+  const auto now = SteadyClock::now();
+  const auto max_wait = std::chrono::duration<double>(options_.max_queue_wait_s);
+  for (auto& seq : sequences_) {
+    if (seq->finished) continue;
+    if (seq->stream->cancelled()) {
+      finish(*seq, "cancelled", "cancelled");
+    } else if (now >= seq->deadline) {
+      fail(*seq, EngineErrorCode::kTimeout,
+           "request timed out after " + std::to_string(seq->request.timeout_s) + " s (timeout)");
+    } else if (options_.max_queue_wait_s > 0 && !seq->admitted_once && now - seq->request.arrival > max_wait) {
+      fail(*seq, EngineErrorCode::kQueueTimeout,
+           "server overloaded: the request waited more than " + std::to_string(options_.max_queue_wait_s) +
+               " s to start (--max-queue-wait); retry later");
     }
-  }
-  while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
-    EngineSequence& seq = *waiting_.front();
-    const auto needed = static_cast<int32_t>(seq.request.prompt_ids.size() + seq.request.max_tokens);
-    if (!seq.blocks.reserve(needed, cache_.pool())) break;  // FIFO: wait for blocks to free up
-    EngineEvent admitted;
-    admitted.queue_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() -
-                                                                  seq.request.arrival).count();
-    admitted.prompt_tokens = static_cast<int64_t>(seq.request.prompt_ids.size());
-    seq.stream->push(std::move(admitted));
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
   }
 }
 

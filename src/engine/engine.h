@@ -1,11 +1,12 @@
-// The engine thread: owns the model runner and KV cache, runs continuous batching.
+// The engine thread: owns the model runner, KV block manager and scheduler; runs continuous
+// batching.
 //
-// Each step admits waiting requests whose KV blocks fit (prompt + max_tokens reserved up front),
-// then builds one Batch of the decode token of every running sequence plus prefill chunks of new
-// ones up to `max_batched_tokens` (decode first, so running streams keep their ITL while long
-// prompts prefill in chunks), runs one forward, samples, detokenizes, applies stop strings and
-// pushes events. Other threads only call submit() and read their RequestStream; cancellation is
-// a flag the engine checks every step.
+// Each step (engine_step.cc): drop cancelled / timed-out sequences, let the Scheduler plan the
+// step (decode tokens of running sequences first, then prefill chunks up to
+// `max_batched_tokens`, then FIFO admission with prefix-cache reuse; preemption by recompute
+// when KV blocks run out), run one forward, sample, detokenize, apply stop strings and output
+// guards, and push events. Other threads only call submit()/try_submit() and read their
+// RequestStream; cancellation is a flag the engine checks every step.
 #pragma once
 
 #include <atomic>
@@ -16,7 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include "engine/output_guard.h"
 #include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/block_manager.h"
 #include "kv/kv_cache.h"
 #include "model/model_runner.h"
 #include "tokenizer/tokenizer.h"
@@ -28,59 +32,92 @@ struct EngineSequence;
 struct EngineOptions {
   int32_t max_num_seqs = 16;         // sequences running at once
   int64_t max_batched_tokens = 512;  // tokens per forward step (decode + prefill chunks)
+  bool prefix_caching = true;        // reuse the KV of cached full-block prefixes
+  int64_t max_queue = 0;             // > 0: submissions beyond this many waiting get kQueueFull
+  double max_queue_wait_s = 0;       // > 0: waiting longer than this to start -> kQueueTimeout
+  OutputGuardOptions guard;          // degenerate-output guard
 };
 
 struct EngineStats {
   int64_t running = 0;
-  int64_t waiting = 0;
-  double kv_cache_usage = 0;  // used blocks / all blocks, 0..1
+  int64_t waiting = 0;               // submitted (or preempted) and not running
+  double kv_cache_usage = 0;         // referenced blocks / all blocks, 0..1
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_referenced = 0;  // held by running sequences
+  int64_t kv_blocks_cached = 0;      // unreferenced but holding a cached prefix (evictable)
+  int64_t preemptions_total = 0;
+  int64_t prefix_cache_queries_tokens = 0;  // prompt tokens looked up at first admission
+  int64_t prefix_cache_hits_tokens = 0;     // of those, tokens served from the cache
+  int64_t prefill_computed_tokens = 0;      // prompt tokens actually run through the model
+};
+
+/// Outcome of try_submit: a stream to read, or why the request was turned away.
+struct SubmitResult {
+  std::shared_ptr<RequestStream> stream;  // null when rejected
+  EngineErrorCode rejection = EngineErrorCode::kNone;
+  std::string message;
 };
 
 class Engine {
  public:
-  /// Starts the engine thread. `runner`, `cache` and `tokenizer` must outlive the engine.
+  /// Starts the engine thread. `runner`, `cache` and `tokenizer` must outlive the engine. The
+  /// engine manages the ids [0, cache.n_blocks()) itself (cache.pool() stays untouched).
   Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer, EngineOptions options);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  /// Queues a request; events arrive on the returned stream. Thread-safe. A request whose
-  /// prompt + max_tokens can never fit the KV cache gets an immediate kError event.
+  /// Queues a request. Rejects it immediately (no stream) when prompt + max_tokens can never fit
+  /// the context or the KV cache (kInvalid; the message gives both numbers), when max_queue
+  /// requests already wait (kQueueFull), or while shutting down (kShuttingDown). Thread-safe.
+  SubmitResult try_submit(EngineRequest request);
+  /// try_submit, with a rejection delivered as a kError event on the returned stream.
   std::shared_ptr<RequestStream> submit(EngineRequest request);
 
   /// Stops the engine thread; running and waiting requests finish with "cancelled".
   void shutdown();
 
+  /// Published after every step (and on submission for `waiting`).
   EngineStats stats() const;
-  /// Tokens of context the model runner supports.
-  int64_t context_tokens() const { return runner_.max_context_tokens(); }
+  /// Tokens one sequence may hold: the model runner's context, capped by the KV cache size.
+  int64_t context_tokens() const;
+  const EngineOptions& options() const { return options_; }
 
  private:
   void loop();
-  void admit_waiting();
+  void drop_expired_and_cancelled();
   bool step();
-  void finish(EngineSequence& seq, const std::string& reason);
+  void finish(EngineSequence& seq, const std::string& reason, const std::string& stop_cause);
+  void fail(EngineSequence& seq, EngineErrorCode code, const std::string& message);
+  void retire(EngineSequence& seq);
   void emit_token(EngineSequence& seq, const float* logits_row);
+  bool token_is_blank(int32_t token);
+  void publish_stats();
 
   ModelRunner& runner_;
   KvCache& cache_;
   const Tokenizer& tokenizer_;
   EngineOptions options_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<EngineSequence>> incoming_;  // guarded by mutex_
-  bool stop_ = false;                               // guarded by mutex_
+  bool stop_ = false;                                     // guarded by mutex_
 
   // Engine-thread state.
-  std::deque<std::unique_ptr<EngineSequence>> waiting_;
-  std::vector<std::unique_ptr<EngineSequence>> running_;
-  std::vector<float> logits_;     // [max_num_seqs, vocab]
+  std::vector<std::unique_ptr<EngineSequence>> sequences_;  // every waiting or running sequence
+  std::vector<float> logits_;     // [max_batched_tokens, vocab]
   std::vector<float> logprobs_;   // [vocab] scratch
+  std::vector<int8_t> blank_token_;  // [vocab] -1 unknown, else is_blank_or_punct(token text)
+  int64_t preemptions_ = 0, cache_queries_ = 0, cache_hits_ = 0, prefill_computed_ = 0;
 
   std::atomic<int64_t> n_running_{0};
   std::atomic<int64_t> n_waiting_{0};
-  std::atomic<int64_t> n_used_blocks_{0};
+  std::atomic<int64_t> n_referenced_{0};
+  std::atomic<int64_t> n_cached_{0};
+  std::atomic<int64_t> preemptions_pub_{0}, cache_queries_pub_{0}, cache_hits_pub_{0}, prefill_pub_{0};
   std::thread thread_;
 };
 

@@ -1,8 +1,10 @@
 // One engine step: build the batch, run the forward pass, sample and emit (see engine.h).
 #include <algorithm>
+#include <chrono>
 #include <span>
 
 #include "engine/engine.h"
+#include "engine/output_guard.h"
 #include "engine/sequence.h"
 #include "sampling/logits_processing.h"
 
@@ -33,6 +35,16 @@ std::vector<std::pair<int32_t, float>> top_tokens(const std::vector<float>& logp
 
 }  // namespace
 
+bool Engine::token_is_blank(int32_t token) {
+  if (token < 0 || token >= tokenizer_.vocab_size()) return false;
+  int8_t& known = blank_token_[static_cast<size_t>(token)];
+  if (known < 0) {
+    const int32_t ids[1] = {token};
+    known = is_blank_or_punct(tokenizer_.decode(ids, false)) ? 1 : 0;
+  }
+  return known == 1;
+}
+
 void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
   const auto vocab = static_cast<size_t>(runner_.config().vocab_size);
   std::span<float> logits(const_cast<float*>(logits_row), vocab);
@@ -40,14 +52,14 @@ void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
   if (seq.request.top_logprobs >= 0) {
     log_softmax(logits, logprobs_);  // the model's own distribution, before any processing
   }
-  const int32_t token = seq.sampler.sample(logits, seq.request.prompt_ids, seq.output_ids);
-  seq.output_ids.push_back(token);
+  const int32_t token = seq.sampler.sample(logits, seq.prompt_ids(), seq.output_ids());
+  seq.tokens.push_back(token);
   event.token_ids.push_back(token);
   if (seq.request.top_logprobs >= 0) {
     event.logprobs.push_back({token, logprobs_[token], top_tokens(logprobs_, seq.request.top_logprobs)});
   }
   event.prompt_tokens = seq.prompt_tokens();
-  event.completion_tokens = static_cast<int64_t>(seq.output_ids.size());
+  event.completion_tokens = seq.n_output();
   const auto& stops = seq.request.stop_token_ids;
   const bool is_stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
   StopMatcher::Result text;
@@ -57,45 +69,44 @@ void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
   if (has_text) text = seq.stop.push(seq.decoder.feed(token));
   event.text = std::move(text.text);
   seq.stream->push(std::move(event));
+  const std::string_view degenerate = is_stop_token ? std::string_view() : seq.guard.push(token, token_is_blank(token));
   if (is_stop_token || text.stopped) {
-    finish(seq, "stop");
-  } else if (static_cast<int32_t>(seq.output_ids.size()) >= seq.request.max_tokens) {
-    finish(seq, "length");
+    finish(seq, "stop", is_stop_token ? "stop_token" : "stop_string");
+  } else if (seq.n_output() >= seq.request.max_tokens) {
+    finish(seq, "length", "max_tokens");
+  } else if (!degenerate.empty()) {
+    finish(seq, "length", std::string(degenerate));
   }
 }
 
 bool Engine::step() {
-  for (auto& seq : running_) {
-    if (seq->stream->cancelled()) finish(*seq, "cancelled");
+  const SchedulerStep plan = scheduler_.schedule();
+  preemptions_ += static_cast<int64_t>(plan.preempted.size());
+  n_waiting_.fetch_add(static_cast<int64_t>(plan.preempted.size()));
+  for (SchedSequence* s : plan.admitted) {
+    auto& seq = static_cast<EngineSequence&>(*s);
+    n_waiting_.fetch_sub(1);
+    if (seq.n_preemptions > 0) continue;  // readmission after preemption: already announced
+    cache_queries_ += seq.n_prompt;
+    cache_hits_ += seq.n_cached_prompt_tokens;
+    EngineEvent admitted;
+    admitted.queue_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - seq.request.arrival).count();
+    admitted.prompt_tokens = seq.prompt_tokens();
+    seq.stream->push(std::move(admitted));
   }
+  if (plan.chunks.empty()) return false;
   Batch batch;
   std::vector<EngineSequence*> logits_owners;
-  int64_t budget = options_.max_batched_tokens;
-  // Decode tokens first: every running stream advances each step (bounded ITL).
-  for (auto& seq : running_) {
-    if (seq->finished || !seq->prefill_done() || budget == 0) continue;
+  for (const ScheduledChunk& c : plan.chunks) {
+    auto* seq = static_cast<EngineSequence*>(c.seq);
     const auto index = static_cast<int32_t>(batch.sequences.size());
-    batch.sequences.push_back({&seq->blocks.blocks()});
-    const int32_t position = static_cast<int32_t>(seq->prompt_tokens() + seq->output_ids.size() - 1);
-    batch.add_tokens(index, &seq->output_ids.back(), 1, position, true);
-    logits_owners.push_back(seq.get());
-    --budget;
+    batch.sequences.push_back({&seq->block_table});
+    batch.add_tokens(index, seq->tokens.data() + c.first, c.n, static_cast<int32_t>(c.first), c.needs_logits);
+    if (c.needs_logits) logits_owners.push_back(seq);
+    if (c.first < seq->n_prompt) prefill_computed_ += std::min(c.first + c.n, seq->n_prompt) - c.first;
   }
-  // Then prefill chunks with what is left of the token budget (chunked prefill).
-  for (auto& seq : running_) {
-    if (seq->finished || seq->prefill_done() || budget == 0) continue;
-    const int64_t n = std::min(budget, seq->prompt_tokens() - seq->n_prefilled);
-    const bool completes = seq->n_prefilled + n == seq->prompt_tokens();
-    const auto index = static_cast<int32_t>(batch.sequences.size());
-    batch.sequences.push_back({&seq->blocks.blocks()});
-    batch.add_tokens(index, seq->request.prompt_ids.data() + seq->n_prefilled, n,
-                     static_cast<int32_t>(seq->n_prefilled), completes);
-    if (completes) logits_owners.push_back(seq.get());
-    seq->n_prefilled += n;
-    budget -= n;
-  }
-  if (batch.n_tokens() == 0) return false;
   runner_.forward(batch, logits_.data());
+  scheduler_.commit(plan);
   const auto vocab = static_cast<size_t>(runner_.config().vocab_size);
   for (size_t j = 0; j < logits_owners.size(); ++j) {
     emit_token(*logits_owners[j], logits_.data() + j * vocab);

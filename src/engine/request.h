@@ -27,6 +27,19 @@ struct EngineRequest {
   int32_t top_logprobs = -1;              // -1: no logprobs; else 0..20 alternatives per token
   bool skip_special_tokens = true;        // drop special tokens from the text
   SteadyClock::time_point arrival = SteadyClock::now();
+  double timeout_s = 0;                   // > 0: arrival + timeout_s ends it with kTimeout
+};
+
+/// Why a request failed (EngineEvent::kError) or was turned away at submission; the server maps
+/// each to an HTTP status.
+enum class EngineErrorCode {
+  kNone,
+  kInvalid,       // can never run: prompt + max_tokens exceed the context or the KV cache (400)
+  kQueueFull,     // --max-queue requests already wait (429)
+  kQueueTimeout,  // waited longer than --max-queue-wait to start (429)
+  kTimeout,       // the request's timeout passed (408)
+  kShuttingDown,  // the engine is stopping (503)
+  kInternal,      // a failed step (500)
 };
 
 struct TokenLogprob {
@@ -42,10 +55,17 @@ struct EngineEvent {
   std::vector<int32_t> token_ids;        // tokens sampled since the previous event
   std::vector<TokenLogprob> logprobs;    // one per token in token_ids when requested
   std::string finish_reason;             // kFinished: "stop", "length", "cancelled"
+  std::string stop_cause;                // kFinished: stop_token, stop_string, max_tokens,
+                                         // degenerate_blank_run, degenerate_repetition, cancelled
   std::string error;                     // kError: what went wrong
+  EngineErrorCode error_code = EngineErrorCode::kNone;  // kError: the kind of failure
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;         // total so far
   double queue_ms = -1;                  // set once: arrival -> admission into the running set
+  // Set on the final event (kFinished / kError):
+  int64_t cached_tokens = 0;             // prompt tokens whose KV came from the prefix cache
+  int64_t prefill_computed_tokens = 0;   // prompt tokens actually computed (recomputes included)
+  int64_t preemptions = 0;               // times the sequence was preempted and recomputed
 };
 
 /// Single-producer (engine) / single-consumer (HTTP thread) event channel with a cancel flag.

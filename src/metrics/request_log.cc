@@ -52,6 +52,11 @@ std::string request_log_line(const RequestRecord& record, std::chrono::system_cl
       {"temperature", record.temperature},
       {"top_p", record.top_p},
       {"max_tokens", or_null(record.max_tokens)},
+      {"stop_cause", record.stop_cause.empty() ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(record.stop_cause)},
+      {"cached_tokens", record.cached_tokens},
+      {"prefill_computed_tokens", record.prefill_computed_tokens},
+      {"preemptions", record.preemptions},
   };
   if (record.error) line["error"] = *record.error;
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

@@ -30,6 +30,11 @@ struct RequestRecord {
   double top_p = 1.0;
   std::optional<std::int64_t> max_tokens;  ///< nullopt when the client sent none
   std::optional<std::string> error;        ///< message when the request failed (even mid-stream)
+  std::string stop_cause;                  ///< engine's reason for the end: "max_tokens",
+                                           ///< "stop_token", "degenerate_repetition", ...; empty: none
+  std::int64_t cached_tokens = 0;          ///< prompt tokens served from the prefix cache
+  std::int64_t prefill_computed_tokens = 0;  ///< prompt tokens actually computed (all choices)
+  std::int64_t preemptions = 0;            ///< times a choice was preempted and recomputed
 
   /// 2xx status and no error: the request counts as a success and its latencies are recorded.
   bool succeeded() const { return status >= 200 && status < 300 && !error.has_value(); }

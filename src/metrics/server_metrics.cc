@@ -66,6 +66,14 @@ ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_op
       waiting_(registry_.add_gauge("qwenserve_num_requests_waiting", "Requests queued for admission.")),
       kv_cache_usage_(registry_.add_gauge("qwenserve_kv_cache_usage_perc",
                                           "Fraction (0..1) of KV cache blocks in use.")),
+      prefix_cache_queries_(registry_.add_counter("qwenserve_prefix_cache_queries_total",
+                                                  "Prompt tokens looked up in the prefix cache.")),
+      prefix_cache_hits_(registry_.add_counter("qwenserve_prefix_cache_hits_total",
+                                               "Prompt tokens whose KV was reused from the prefix cache.")),
+      prefill_computed_tokens_(registry_.add_counter("qwenserve_prefill_computed_tokens_total",
+                                                     "Prompt tokens actually computed (recomputes included).")),
+      preemptions_(registry_.add_counter("qwenserve_num_preemptions_total",
+                                         "Times a running sequence was preempted (recomputed later).")),
       window_(std::move(clock), window_options) {
   request_success_.with("stop");
   request_success_.with("length");
@@ -75,6 +83,10 @@ void ServerMetrics::record_request(const RequestRecord& record) {
   http_requests_.with(std::to_string(record.status)).inc();
   prompt_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.prompt_tokens, 0)));
   generation_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.completion_tokens, 0)));
+  prefix_cache_queries_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.prompt_tokens, 0)));
+  prefix_cache_hits_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.cached_tokens, 0)));
+  prefill_computed_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.prefill_computed_tokens, 0)));
+  preemptions_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.preemptions, 0)));
   if (!record.succeeded()) return;
   request_success_.with(record.finish_reason.empty() ? "unknown" : record.finish_reason).inc();
   queue_seconds_.observe(ms_to_seconds(record.queue_ms));

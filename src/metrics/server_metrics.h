@@ -8,7 +8,10 @@
 //              qwenserve_e2e_request_latency_seconds, qwenserve_request_queue_time_seconds
 //   counters   qwenserve_prompt_tokens_total, qwenserve_generation_tokens_total,
 //              qwenserve_request_success_total{finished_reason}, qwenserve_http_requests_total{status},
-//              qwenserve_admission_rejections_total
+//              qwenserve_admission_rejections_total, qwenserve_prefix_cache_queries_total and
+//              qwenserve_prefix_cache_hits_total (prompt tokens looked up / served from the prefix
+//              cache, as vLLM's), qwenserve_prefill_computed_tokens_total (prompt tokens actually
+//              computed), qwenserve_num_preemptions_total
 //   gauges     qwenserve_num_requests_running, qwenserve_num_requests_waiting,
 //              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use)
 #pragma once
@@ -38,7 +41,8 @@ class ServerMetrics {
   explicit ServerMetrics(SteadyClockFn clock = steady_clock_now, RollingWindowOptions window_options = {});
 
   /// Counts the response in http_requests_total{status} and its tokens in prompt/generation
-  /// tokens_total (work done even if the request then failed). When record.succeeded(), also
+  /// tokens_total, prefix-cache queries (prompt_tokens) and hits (cached_tokens), computed
+  /// prefill tokens and preemptions (work done even if the request then failed). When record.succeeded(), also
   /// request_success_total{finished_reason} ("unknown" when empty), the four latency histograms
   /// (ms converted to seconds; every ITL gap is one observation) and the rolling windows.
   void record_request(const RequestRecord& record);
@@ -77,6 +81,10 @@ class ServerMetrics {
   Gauge& running_;
   Gauge& waiting_;
   Gauge& kv_cache_usage_;
+  Counter& prefix_cache_queries_;
+  Counter& prefix_cache_hits_;
+  Counter& prefill_computed_tokens_;
+  Counter& preemptions_;
   RollingWindow window_;
 };
 

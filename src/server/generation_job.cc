@@ -43,7 +43,11 @@ metrics::RequestRecord make_record(const GenerationJob& job, const std::vector<C
     queue_ms = std::max(queue_ms, c.queue_ms);
     if (!c.error.empty()) r.error = c.error;
     if (r.finish_reason.empty()) r.finish_reason = c.finish_reason;
+    if (r.stop_cause.empty()) r.stop_cause = c.stop_cause;
+    r.prefill_computed_tokens += c.prefill_computed_tokens;
+    r.preemptions += c.preemptions;
   }
+  if (!choices.empty()) r.cached_tokens = choices.front().cached_tokens;
   r.queue_ms = queue_ms;
   if (latency.first_token) r.ttft_ms = ms_between(latency.arrival, *latency.first_token);
   r.itl_ms = latency.itl_ms;
@@ -69,63 +73,142 @@ void finish_record(const GenerationJob& job, metrics::ServerMetrics& metrics,
   }
 }
 
-std::vector<ChoiceState> submit_all(GenerationJob& job, Engine& engine) {
-  std::vector<ChoiceState> choices;
-  for (auto& request : job.choices) {
-    ChoiceState c;
-    c.stream = engine.submit(request);
-    choices.push_back(std::move(c));
+ApiError engine_api_error(EngineErrorCode code, const std::string& message) {
+  const int status = http_status_for(code);
+  switch (code) {
+    case EngineErrorCode::kQueueFull: return ApiError(status, message, "", "rate_limit_error", "queue_full");
+    case EngineErrorCode::kQueueTimeout: return ApiError(status, message, "", "rate_limit_error", "queue_timeout");
+    case EngineErrorCode::kShuttingDown: return ApiError(status, message, "", "service_unavailable", "draining");
+    case EngineErrorCode::kTimeout: return ApiError(status, message, "timeout", "timeout", "request_timeout");
+    case EngineErrorCode::kInvalid: return ApiError(status, message, "max_tokens", "invalid_request_error", "context_length_exceeded");
+    default: return ApiError(status, message, "", "server_error");
   }
-  return choices;
+}
+
+bool is_admission_rejection(EngineErrorCode code) {
+  return code == EngineErrorCode::kQueueFull || code == EngineErrorCode::kQueueTimeout ||
+         code == EngineErrorCode::kShuttingDown;
+}
+
+// The next event of a choice: replayed ones first, then the engine's. False on timeout.
+bool next_event(ChoiceState& c, EngineEvent& event, std::chrono::milliseconds wait) {
+  if (!c.pending.empty()) {
+    event = std::move(c.pending.front());
+    c.pending.pop_front();
+    return true;
+  }
+  return c.stream->pop(event, wait);
+}
+
+// The first failed choice, or null.
+const ChoiceState* first_error(const std::vector<ChoiceState>& choices) {
+  for (const auto& c : choices) {
+    if (!c.error.empty()) return &c;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
+int http_status_for(EngineErrorCode code) {
+  switch (code) {
+    case EngineErrorCode::kInvalid: return 400;
+    case EngineErrorCode::kQueueFull:
+    case EngineErrorCode::kQueueTimeout: return 429;
+    case EngineErrorCode::kTimeout: return 408;
+    case EngineErrorCode::kShuttingDown: return 503;
+    default: return 500;
+  }
+}
+
 void ChoiceState::apply(const EngineEvent& event) {
-  if (event.queue_ms >= 0) queue_ms = event.queue_ms;
+  if (event.queue_ms >= 0) {
+    queue_ms = event.queue_ms;
+    admitted = true;
+  }
   if (event.prompt_tokens > 0) prompt_tokens = event.prompt_tokens;
   completion_tokens = std::max(completion_tokens, event.completion_tokens);
   text += event.text;
   tokens.insert(tokens.end(), event.token_ids.begin(), event.token_ids.end());
   logprobs.insert(logprobs.end(), event.logprobs.begin(), event.logprobs.end());
+  if (event.kind == EngineEvent::Kind::kDelta) return;
+  cached_tokens = event.cached_tokens;
+  prefill_computed_tokens = event.prefill_computed_tokens;
+  preemptions = event.preemptions;
+  done = true;
   if (event.kind == EngineEvent::Kind::kFinished) {
     finish_reason = event.finish_reason;
-    done = true;
-  } else if (event.kind == EngineEvent::Kind::kError) {
+    stop_cause = event.stop_cause;
+  } else {
     error = event.error;
+    error_code = event.error_code;
     finish_reason = "error";
-    done = true;
   }
 }
 
-nlohmann::json run_generation(GenerationJob job, Engine& engine, const Tokenizer& tokenizer,
+std::vector<ChoiceState> submit_job(const GenerationJob& job, Engine& engine, metrics::ServerMetrics& metrics) {
+  std::vector<ChoiceState> choices;
+  for (const auto& request : job.choices) {
+    SubmitResult submitted = engine.try_submit(request);
+    if (!submitted.stream) {
+      for (auto& c : choices) c.stream->cancel();
+      if (is_admission_rejection(submitted.rejection)) metrics.record_admission_rejection();
+      throw engine_api_error(submitted.rejection, submitted.message);
+    }
+    ChoiceState c;
+    c.stream = std::move(submitted.stream);
+    choices.push_back(std::move(c));
+  }
+  return choices;
+}
+
+void await_admission(const GenerationJob& job, std::vector<ChoiceState>& choices, metrics::ServerMetrics& metrics) {
+  for (auto& c : choices) {
+    bool started = false;
+    while (!started) {
+      EngineEvent event;
+      if (!c.stream->pop(event, std::chrono::milliseconds(1000))) continue;
+      started = event.queue_ms >= 0 || event.kind != EngineEvent::Kind::kDelta;
+      if (event.kind == EngineEvent::Kind::kError) {
+        for (auto& other : choices) other.stream->cancel();
+        c.apply(event);
+        const ApiError error = engine_api_error(event.error_code, event.error);
+        if (is_admission_rejection(event.error_code)) metrics.record_admission_rejection();
+        finish_record(job, metrics, make_record(job, choices, LatencyTracker{job.arrival, {}, {}, {}}, error.status()));
+        throw error;
+      }
+      c.pending.push_back(std::move(event));
+    }
+  }
+}
+
+nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choices, const Tokenizer& tokenizer,
                               metrics::ServerMetrics& metrics) {
   LatencyTracker latency{job.arrival, {}, {}, {}};
-  std::vector<ChoiceState> choices = submit_all(job, engine);
   for (auto& c : choices) {
     while (!c.done) {
       EngineEvent event;
-      if (!c.stream->pop(event, std::chrono::milliseconds(1000))) continue;
+      if (!next_event(c, event, std::chrono::milliseconds(1000))) continue;
       if (!event.token_ids.empty()) latency.token_written(SteadyClock::now());
       c.apply(event);
+      if (c.done && !c.error.empty()) {
+        for (auto& other : choices) other.stream->cancel();  // the response fails as a whole
+      }
     }
   }
-  for (const auto& c : choices) {
-    if (!c.error.empty()) {
-      const ApiError error(400, c.error, "", "invalid_request_error");
-      finish_record(job, metrics, make_record(job, choices, latency, error.status()));
-      throw error;
-    }
+  if (const ChoiceState* failed = first_error(choices)) {
+    const ApiError error = engine_api_error(failed->error_code, failed->error);
+    if (is_admission_rejection(failed->error_code)) metrics.record_admission_rejection();
+    finish_record(job, metrics, make_record(job, choices, latency, error.status()));
+    throw error;
   }
   finish_record(job, metrics, make_record(job, choices, latency, 200));
   return build_response(job, choices, tokenizer);
 }
 
-void stream_generation(GenerationJob job, Engine& engine, const Tokenizer& tokenizer,
-                       metrics::ServerMetrics& metrics, const ChunkWriter& write,
-                       int64_t keepalive_ms) {
+void stream_generation(GenerationJob job, std::vector<ChoiceState> choices, const Tokenizer& tokenizer,
+                       metrics::ServerMetrics& metrics, const ChunkWriter& write, int64_t keepalive_ms) {
   LatencyTracker latency{job.arrival, {}, {}, {}};
-  std::vector<ChoiceState> choices = submit_all(job, engine);
   StreamEncoder encoder(job, tokenizer, choices.size());
   bool client_gone = !write(encoder.role_chunks());
   auto last_write = SteadyClock::now();
@@ -137,7 +220,7 @@ void stream_generation(GenerationJob job, Engine& engine, const Tokenizer& token
       if (c.done) continue;
       EngineEvent event;
       const auto wait = std::chrono::milliseconds(choices.size() == 1 ? 200 : 5);
-      if (!c.stream->pop(event, wait)) continue;
+      if (!next_event(c, event, wait)) continue;
       progressed = true;
       c.apply(event);
       const std::string bytes = encoder.event_chunks(i, event, c);

@@ -42,16 +42,33 @@ struct GenerationJob {
 /// Where a streaming response writes: returns false once the client is gone.
 using ChunkWriter = std::function<bool(const std::string& bytes)>;
 
-/// Runs the job to completion and returns the response body. Records latency and logs.
-/// Throws ApiError when the engine rejects the request.
-nlohmann::json run_generation(GenerationJob job, Engine& engine, const Tokenizer& tokenizer,
+struct ChoiceState;
+
+/// HTTP status for an engine error: kInvalid 400, kQueueFull / kQueueTimeout 429, kTimeout 408,
+/// kShuttingDown 503, anything else 500.
+int http_status_for(EngineErrorCode code);
+
+/// Submits every choice. When the engine turns one away (can never fit, queue full, shutting
+/// down) the others are cancelled, a 429/503 is counted in admission_rejections_total, and
+/// ApiError (400 / 429 / 503) is thrown, before any response byte is sent.
+std::vector<ChoiceState> submit_job(const GenerationJob& job, Engine& engine, metrics::ServerMetrics& metrics);
+
+/// Blocks until every choice has started running (or ended), keeping the events read for replay.
+/// A choice that fails before starting (waited past --max-queue-wait, timed out) cancels the
+/// rest, is recorded and logged, and throws ApiError with its status (429 / 408 / ...): used by
+/// streaming responses so that a rejected request never gets a 200.
+void await_admission(const GenerationJob& job, std::vector<ChoiceState>& choices, metrics::ServerMetrics& metrics);
+
+/// Runs the submitted job to completion and returns the response body. Records latency and logs.
+/// Throws ApiError (status from http_status_for) when a choice fails.
+nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choices, const Tokenizer& tokenizer,
                               metrics::ServerMetrics& metrics);
 
-/// Streams the job as server-sent events through `write` (role chunk, deltas, finish chunk,
-/// optional usage chunk, [DONE]); sends ": keep-alive" comments while nothing else is written for
-/// `keepalive_ms`; cancels the generation when `write` fails (client disconnected).
-void stream_generation(GenerationJob job, Engine& engine, const Tokenizer& tokenizer,
-                       metrics::ServerMetrics& metrics, const ChunkWriter& write,
-                       int64_t keepalive_ms);
+/// Streams the submitted job as server-sent events through `write` (role chunk, deltas, finish
+/// chunk, optional usage chunk, [DONE]); a failure after the start is an SSE error event. Sends
+/// ": keep-alive" comments while nothing else is written for `keepalive_ms`; cancels the
+/// generation when `write` fails (client disconnected).
+void stream_generation(GenerationJob job, std::vector<ChoiceState> choices, const Tokenizer& tokenizer,
+                       metrics::ServerMetrics& metrics, const ChunkWriter& write, int64_t keepalive_ms);
 
 }  // namespace qs

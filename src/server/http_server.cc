@@ -24,7 +24,7 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
 
 void send_error(httplib::Response& res, const ApiError& error) {
   send_json(res, error.status(), error.to_json());
-  if (error.status() == 429 || error.status() == 503) res.set_header("Retry-After", "1");
+  if (error.status() == 429 || error.status() == 503) res.set_header("Retry-After", "1");  // seconds
 }
 
 bool is_generation_path(const std::string& path) {
@@ -145,24 +145,41 @@ void HttpServer::register_routes() {
     metrics_.set_num_requests_running(st.running);
     metrics_.set_num_requests_waiting(st.waiting);
     metrics_.set_kv_cache_usage(st.kv_cache_usage);
-    send_json(res, 200, metrics_.stats_json());
+    nlohmann::json body = metrics_.stats_json();
+    body["kv_blocks"] = {{"total", st.kv_blocks_total},
+                         {"referenced", st.kv_blocks_referenced},
+                         {"cached", st.kv_blocks_cached}};
+    body["preemptions"] = st.preemptions_total;
+    send_json(res, 200, body);
   });
 
   const JobContext job_context{options_, tokenizer_, chat_template_, engine_.context_tokens()};
+  // Admission happens before any response byte: a rejected request (400 / 429 / 503, with
+  // Retry-After for the last two) never gets a 200, streaming or not.
   auto run_job = [this](GenerationJob job, httplib::Response& res) {
-    res.set_header("x-request-id", job.id);
+    if (!ready_.load()) {
+      metrics_.record_admission_rejection();
+      throw ApiError(503, "the server is not ready (loading or draining); retry later", "",
+                     "service_unavailable", "not_ready");
+    }
     job.log_format = options_.log_format == "text"   ? GenerationJob::LogFormat::kText
                      : options_.log_format == "none" ? GenerationJob::LogFormat::kNone
                                                      : GenerationJob::LogFormat::kJson;
+    std::vector<ChoiceState> choices = submit_job(job, engine_, metrics_);
+    res.set_header("x-request-id", job.id);
     if (!job.stream) {
-      send_json(res, 200, run_generation(std::move(job), engine_, tokenizer_, metrics_));
+      send_json(res, 200, run_generation(std::move(job), std::move(choices), tokenizer_, metrics_));
       return;
     }
+    // With --max-queue-wait the stream starts only once the request runs, so that a queue
+    // timeout is still a 429 (without it, queued streams get keep-alive comments meanwhile).
+    if (engine_.options().max_queue_wait_s > 0) await_admission(job, choices, metrics_);
     auto shared_job = std::make_shared<GenerationJob>(std::move(job));
+    auto shared_choices = std::make_shared<std::vector<ChoiceState>>(std::move(choices));
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream", [this, shared_job](size_t, httplib::DataSink& sink) {
-          stream_generation(std::move(*shared_job), engine_, tokenizer_, metrics_,
+        "text/event-stream", [this, shared_job, shared_choices](size_t, httplib::DataSink& sink) {
+          stream_generation(std::move(*shared_job), std::move(*shared_choices), tokenizer_, metrics_,
                             [&sink](const std::string& bytes) {
                               return sink.is_writable() && sink.write(bytes.data(), bytes.size());
                             },

@@ -35,6 +35,7 @@ struct ServerOptions {
   int64_t keepalive_ms = 5000;           // SSE comment interval while nothing else is sent
   int http_threads = 32;                 // concurrent connections served
   std::string log_format = "json";       // per-request log line on stderr: json, text or none
+  double request_timeout_s = 0;          // > 0: default and upper bound of a request's "timeout"
 };
 
 /// A static file: body and content type (the web UI).

@@ -79,6 +79,10 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
     r.stop_token_ids = stop_token_ids(ctx.tokenizer);
     r.top_logprobs = f.logprobs ? f.top_logprobs : -1;
     r.arrival = job.arrival;
+    // The request's own timeout, never longer than the server's --request-timeout.
+    const double server_timeout = ctx.options.request_timeout_s;
+    r.timeout_s = f.timeout_s ? (server_timeout > 0 ? std::min(*f.timeout_s, server_timeout) : *f.timeout_s)
+                              : server_timeout;
     job.choices.push_back(std::move(r));
   }
   return job;

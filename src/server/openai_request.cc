@@ -118,6 +118,10 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
     f.include_usage = boolean(*so, "include_usage", false);
   }
   f.echo = boolean(body, "echo", false);
+  if (field(body, "timeout") != nullptr) {
+    f.timeout_s = number_in(body, "timeout", 0.0, 1e7, 0.0);
+    if (*f.timeout_s <= 0.0) throw invalid_param("timeout", "timeout must be a number of seconds > 0");
+  }
   return f;
 }
 

@@ -27,6 +27,7 @@ struct GenerationFields {
   bool logprobs = false;
   int32_t top_logprobs = 0;           // 0..20
   bool echo = false;                  // completions only
+  std::optional<double> timeout_s;    // "timeout": seconds until the generation is ended (> 0)
 };
 
 struct ChatRequest {

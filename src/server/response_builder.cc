@@ -103,8 +103,10 @@ json usage_json(const GenerationJob& job, const std::vector<ChoiceState>& choice
   int64_t completion = 0;
   for (const auto& c : choices) completion += c.completion_tokens;
   const auto prompt = static_cast<int64_t>(job.prompt_ids.size());
+  const int64_t cached = choices.empty() ? 0 : choices.front().cached_tokens;
   return {{"prompt_tokens", prompt}, {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 json build_response(const GenerationJob& job, const std::vector<ChoiceState>& choices,
@@ -170,8 +172,9 @@ std::string StreamEncoder::role_chunks() {
 std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, const ChoiceState& state) {
   std::string out;
   if (event.kind == EngineEvent::Kind::kError) {
-    return sse_data({{"error", {{"message", event.error}, {"type", "server_error"}, {"param", nullptr},
-                                {"code", nullptr}}}});
+    const bool timeout = event.error_code == EngineErrorCode::kTimeout;
+    return sse_data({{"error", {{"message", event.error}, {"type", timeout ? "timeout" : "server_error"},
+                                {"param", nullptr}, {"code", timeout ? json("request_timeout") : json(nullptr)}}}});
   }
   const bool finished = event.kind == EngineEvent::Kind::kFinished;
   if (job_.api == GenerationJob::Api::kCompletion) {

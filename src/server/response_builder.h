@@ -3,6 +3,7 @@
 // reference; `reasoning_content` follows vLLM / DeepSeek for <think> output.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,6 +30,13 @@ struct ChoiceState {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   double queue_ms = 0;
+  bool admitted = false;                 // the engine started it (queue_ms is known)
+  int64_t cached_tokens = 0;             // prompt tokens served from the prefix cache
+  int64_t prefill_computed_tokens = 0;   // prompt tokens actually computed
+  int64_t preemptions = 0;
+  std::string stop_cause;                // why it ended (engine's stop_cause)
+  EngineErrorCode error_code = EngineErrorCode::kNone;
+  std::deque<EngineEvent> pending;       // events read before the response started, to replay
   bool done = false;
 
   void apply(const EngineEvent& event);
@@ -38,7 +46,8 @@ struct ChoiceState {
 nlohmann::json build_response(const GenerationJob& job, const std::vector<ChoiceState>& choices,
                               const Tokenizer& tokenizer);
 
-/// `usage` object: prompt_tokens, completion_tokens (summed over choices), total_tokens.
+/// `usage` object: prompt_tokens, completion_tokens (summed over choices), total_tokens and
+/// prompt_tokens_details.cached_tokens (prompt tokens served from the prefix cache, choice 0).
 nlohmann::json usage_json(const GenerationJob& job, const std::vector<ChoiceState>& choices);
 
 /// Turns engine events into SSE bytes ("data: {...}\n\n").

@@ -7,65 +7,13 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/stop_matcher.h"
+#include "engine_test_support.h"
 #include "random_model.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs {
 namespace {
-
-// 256 byte tokens + 44 special tokens (<|s0|> .. <|s43|>), id 299 is the EOS "<|s43|>".
-Tokenizer byte_tokenizer() {
-  TokenizerData data;
-  for (int b = 0; b < 256; ++b) data.vocab.push_back(tokenizer_detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
-  for (int i = 0; i < 44; ++i) {
-    data.vocab.emplace_back();
-    data.added_tokens.push_back({256 + i, "<|s" + std::to_string(i) + "|>", true});
-  }
-  data.eos_id = 299;
-  return Tokenizer(std::move(data));
-}
-
-struct Collected {
-  std::vector<int32_t> tokens;
-  std::string text;
-  std::string finish_reason;
-  std::string error;
-};
-
-Collected collect(RequestStream& stream) {
-  Collected c;
-  EngineEvent e;
-  while (stream.pop(e, std::chrono::milliseconds(30000))) {
-    c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
-    c.text += e.text;
-    if (e.kind == EngineEvent::Kind::kFinished) {
-      c.finish_reason = e.finish_reason;
-      break;
-    }
-    if (e.kind == EngineEvent::Kind::kError) {
-      c.error = e.error;
-      break;
-    }
-  }
-  return c;
-}
-
-EngineRequest greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
-  EngineRequest r;
-  r.prompt_ids = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  return r;
-}
-
-struct EngineFixture : ::testing::Test {
-  RandomModel model{Architecture::kQwen3, DType::F32};
-  Tokenizer tokenizer = byte_tokenizer();
-  ThreadPool pool{2};
-  KvCache cache{model.config, KvDType::kF16, 128};
-  ModelRunner runner{model.config, model.weights, cache, pool, 32, 256};
-};
 
 TEST_F(EngineFixture, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
   std::vector<std::vector<int32_t>> prompts;
@@ -88,13 +36,10 @@ TEST_F(EngineFixture, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
     EXPECT_EQ(together.tokens, solo[i].tokens) << "request " << i;
     EXPECT_EQ(together.finish_reason, solo[i].finish_reason);
   }
-  EXPECT_EQ(cache.pool().n_free(), cache.n_blocks());
-  // The running/waiting gauges are published at the end of each engine step.
-  for (int i = 0; i < 200 && engine.stats().running + engine.stats().waiting > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_EQ(engine.stats().running, 0);
-  EXPECT_EQ(engine.stats().waiting, 0);
+  const EngineStats st = settled_stats(engine);
+  EXPECT_EQ(st.kv_blocks_referenced, 0);
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.waiting, 0);
 }
 
 TEST_F(EngineFixture, CancelFreesBlocksAndOthersContinue) {
@@ -108,10 +53,7 @@ TEST_F(EngineFixture, CancelFreesBlocksAndOthersContinue) {
   EXPECT_EQ(cancelled.finish_reason, "cancelled");
   const Collected done = collect(*other);
   EXPECT_EQ(done.tokens.size() == 20 || done.finish_reason == "stop", true);
-  for (int i = 0; i < 100 && cache.pool().n_free() != cache.n_blocks(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(cache.pool().n_free(), cache.n_blocks());
+  EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
 }
 
 TEST_F(EngineFixture, RequestLongerThanContextIsAnError) {
@@ -119,6 +61,22 @@ TEST_F(EngineFixture, RequestLongerThanContextIsAnError) {
   const Collected c = collect(*engine.submit(greedy_request(std::vector<int32_t>(250, 5), 10)));
   EXPECT_FALSE(c.error.empty());
   EXPECT_NE(c.error.find("260"), std::string::npos) << c.error;
+}
+
+TEST_F(EngineFixture, RequestLargerThanTheKvCacheIsRejectedAtAdmission) {
+  KvCache small{model.config, KvDType::kF16, 4};  // 64 tokens of KV
+  ModelRunner small_runner{model.config, model.weights, small, pool, 32, 256};
+  EngineOptions options{4, 32};
+  options.guard.enabled = false;  // the last request runs to max_tokens
+  Engine engine(small_runner, small, tokenizer, options);
+  const SubmitResult r = engine.try_submit(greedy_request(std::vector<int32_t>(40, 5), 40));
+  EXPECT_EQ(r.stream, nullptr);
+  EXPECT_EQ(r.rejection, EngineErrorCode::kInvalid);
+  EXPECT_NE(r.message.find("80"), std::string::npos) << r.message;  // 40 + 40 needed
+  EXPECT_NE(r.message.find("64"), std::string::npos) << r.message;  // 4 blocks * 16
+  EXPECT_EQ(engine.context_tokens(), 64);
+  // One that fits still runs.
+  EXPECT_EQ(collect(*engine.submit(greedy_request(std::vector<int32_t>(40, 5), 24))).tokens.size(), 24u);
 }
 
 TEST_F(EngineFixture, StopStringEndsGenerationAndIsNotReturned) {

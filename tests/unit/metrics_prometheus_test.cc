@@ -409,6 +409,7 @@ RequestRecord sample_record(int i) {
   r.itl_ms = {20.0, 21.0, 22.0};
   r.e2e_ms = 120.0 + i;
   r.max_tokens = 64;
+  r.cached_tokens = 16 * (i % 2);
   return r;
 }
 
@@ -456,7 +457,11 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
       {"qwenserve_admission_rejections_total", "counter"},
       {"qwenserve_num_requests_running", "gauge"},
       {"qwenserve_num_requests_waiting", "gauge"},
-      {"qwenserve_kv_cache_usage_perc", "gauge"}};
+      {"qwenserve_kv_cache_usage_perc", "gauge"},
+      {"qwenserve_prefix_cache_queries_total", "counter"},
+      {"qwenserve_prefix_cache_hits_total", "counter"},
+      {"qwenserve_prefill_computed_tokens_total", "counter"},
+      {"qwenserve_num_preemptions_total", "counter"}};
   ASSERT_EQ(families.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(families[i].name, expected[i].first);
@@ -480,6 +485,9 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
   EXPECT_EQ(families[9].samples.at(0).value, 3.0);
   EXPECT_EQ(families[10].samples.at(0).value, 7.0);
   EXPECT_EQ(families[11].samples.at(0).value, 0.625);
+  // Prefix-cache queries count every prompt token (failed requests too), hits the cached ones.
+  EXPECT_EQ(families[12].samples.at(0).value, families[4].samples.at(0).value);
+  EXPECT_EQ(families[13].samples.at(0).value, 16 * 3 + 16);  // odd i of 0..5, and i = 99
 
   const nlohmann::json stats = metrics.stats_json();
   EXPECT_EQ(stats["window_requests"]["requests"], 6);

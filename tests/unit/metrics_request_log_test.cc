@@ -60,7 +60,8 @@ TEST(MetricsRequestLog, LineHasEveryField) {
   for (const auto& [key, value] : j.items()) keys.insert(key);
   EXPECT_EQ(keys, (std::set<std::string>{"ts", "id", "status", "finish_reason", "prompt_tokens",
                                          "completion_tokens", "queue_ms", "ttft_ms", "itl_ms_mean", "itl_ms_p95",
-                                         "e2e_ms", "temperature", "top_p", "max_tokens"}));
+                                         "e2e_ms", "temperature", "top_p", "max_tokens", "stop_cause",
+                                         "cached_tokens", "prefill_computed_tokens", "preemptions"}));
   EXPECT_EQ(j["ts"], "2025-01-31T23:59:58.123Z");
   EXPECT_EQ(j["id"], "chatcmpl-abc123");
   EXPECT_EQ(j["status"], 200);
@@ -75,6 +76,8 @@ TEST(MetricsRequestLog, LineHasEveryField) {
   EXPECT_EQ(j["temperature"], 0.7);
   EXPECT_EQ(j["top_p"], 0.9);
   EXPECT_EQ(j["max_tokens"], 5);
+  EXPECT_TRUE(j["stop_cause"].is_null());  // full_record sets none
+  EXPECT_EQ(j["cached_tokens"], 0);
   EXPECT_EQ(line.rfind("{\"ts\":", 0), 0u);  // fixed field order, ts first
 }
 
@@ -88,7 +91,7 @@ TEST(MetricsRequestLog, ErrorAndMissingValues) {
   const nlohmann::json j = nlohmann::json::parse(line);
   EXPECT_EQ(j["status"], 400);
   EXPECT_EQ(j["error"], "bad \"messages\"\nline two\t\x01 and invalid UTF-8 \xEF\xBF\xBD");
-  for (const char* key : {"finish_reason", "ttft_ms", "itl_ms_mean", "itl_ms_p95", "max_tokens"}) {
+  for (const char* key : {"finish_reason", "ttft_ms", "itl_ms_mean", "itl_ms_p95", "max_tokens", "stop_cause"}) {
     EXPECT_TRUE(j[key].is_null()) << key;
   }
   EXPECT_TRUE(is_iso8601_millis_utc(j["ts"].get<std::string>())) << j["ts"];

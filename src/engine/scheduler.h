@@ -1,0 +1,95 @@
+// The scheduler: which sequences run this step, which tokens of each, and whose KV blocks go.
+//
+// Bookkeeping only (token counts and block ids), unit-testable without a model. One step:
+//   1. decode: every running sequence with one token left to compute (oldest first) gets it;
+//      when its block table must grow and no block is left, the newest running sequence is
+//      preempted (vLLM's recompute preemption: its blocks are released, it returns to the front
+//      of the waiting queue, and on readmission prompt + generated tokens are prefilled again);
+//   2. prefill: running sequences still prefilling get chunks from what is left of the
+//      `max_batched_tokens` budget (chunked prefill, Sarathi-Serve / vLLM);
+//   3. admission: waiting sequences (FIFO) join while a sequence slot, token budget and blocks
+//      for all their tokens are there; their longest cached prefix (full blocks) is reused and
+//      at least one token is always computed so the step yields logits.
+// Blocks are allocated lazily: a sequence holds blocks for the tokens it has, never for
+// max_tokens in advance. After the forward, commit() advances the sequences and indexes newly
+// full blocks in the prefix cache.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "kv/block_manager.h"
+
+namespace qs {
+
+/// KV bookkeeping of one sequence (the engine's EngineSequence derives from it).
+struct SchedSequence {
+  virtual ~SchedSequence() = default;
+  std::vector<int32_t> tokens;          // prompt + generated so far
+  int64_t n_prompt = 0;                 // leading tokens that are the prompt
+  int64_t n_computed = 0;               // tokens whose KV is in the cache
+  std::vector<int32_t> block_table;     // KV blocks in position order
+  std::vector<uint64_t> block_keys;     // prefix-cache keys of the full computed blocks
+  // Counters for usage and metrics.
+  int64_t n_cached_prompt_tokens = -1;  // prompt tokens reused at first admission (-1: not yet)
+  int64_t n_prefill_computed = 0;       // prompt tokens actually computed (recomputes included)
+  int64_t n_preemptions = 0;
+  bool admitted_once = false;
+
+  int64_t n_remaining() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
+};
+
+struct SchedulerOptions {
+  int32_t max_num_seqs = 16;         // running sequences at most
+  int64_t max_batched_tokens = 512;  // tokens per step (decode + prefill chunks)
+};
+
+/// Tokens [first, first + n) of `seq` are computed this step; logits when the chunk reaches the
+/// end of the sequence's tokens.
+struct ScheduledChunk {
+  SchedSequence* seq = nullptr;
+  int64_t first = 0;
+  int64_t n = 0;
+  bool needs_logits = false;
+};
+
+struct SchedulerStep {
+  std::vector<ScheduledChunk> chunks;        // decode chunks first, then prefill chunks
+  std::vector<SchedSequence*> admitted;      // newly admitted (or readmitted) this step
+  std::vector<SchedSequence*> preempted;     // sent back to the waiting queue this step
+  int64_t n_tokens() const;
+};
+
+class Scheduler {
+ public:
+  /// `blocks` must outlive the scheduler.
+  Scheduler(BlockManager& blocks, SchedulerOptions options);
+
+  /// Queues a new sequence at the back of the waiting queue.
+  void add(SchedSequence* seq);
+  /// Removes a finished / cancelled / failed sequence from whichever queue holds it and releases
+  /// its blocks. A sequence not held is ignored.
+  void remove(SchedSequence* seq);
+  /// Plans one step (see the file comment). Preemption and admission happen here.
+  SchedulerStep schedule();
+  /// Marks the step's chunks computed and indexes the newly full blocks in the prefix cache.
+  void commit(const SchedulerStep& step);
+
+  const std::deque<SchedSequence*>& waiting() const { return waiting_; }
+  const std::vector<SchedSequence*>& running() const { return running_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  bool grow_blocks(SchedSequence& seq, int64_t n_tokens);
+  void preempt(SchedSequence* seq, SchedulerStep& step);
+  bool try_admit(SchedSequence& seq);
+  void release_blocks(SchedSequence& seq);
+
+  BlockManager& blocks_;
+  SchedulerOptions options_;
+  std::deque<SchedSequence*> waiting_;
+  std::vector<SchedSequence*> running_;  // admission order: the back is the newest
+};
+
+}  // namespace qs
