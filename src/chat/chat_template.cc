@@ -11,7 +11,8 @@ namespace qs {
 namespace {
 
 Error to_error(const chat::TemplateError& e) {
-  if (e.line() > 0) return Error("chat template line " + std::to_string(e.line()) + ": " + e.what());
+  if (e.line() > 0)
+    return Error("chat template line " + std::to_string(e.line()) + ": " + e.what());
   return Error(std::string("chat template: ") + e.what());
 }
 
@@ -21,7 +22,8 @@ struct ChatTemplate::Program {
   chat::NodeList nodes;
 };
 
-ChatTemplate::ChatTemplate(std::string source) : source_(std::move(source)), program_(std::make_unique<Program>()) {
+ChatTemplate::ChatTemplate(std::string source)
+    : source_(std::move(source)), program_(std::make_unique<Program>()) {
   try {
     program_->nodes = chat::parse_template(chat::tokenize(source_));
   } catch (const chat::TemplateError& e) {
@@ -56,7 +58,8 @@ std::string ChatTemplate::render_value(const chat::Value& context) const {
   chat::Environment globals;
   chat::install_globals(globals);
   for (const auto& [key, value] : context.fields().entries()) {
-    if (globals.has_own(key)) throw chat::TemplateError("context variable '" + key + "' collides with a builtin");
+    if (globals.has_own(key))
+      throw chat::TemplateError("context variable '" + key + "' collides with a builtin");
     globals.set(key, value);
   }
   chat::Evaluator evaluator;

@@ -15,9 +15,8 @@
 // nlohmann::json orders keys alphabetically.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace qs {

@@ -1,8 +1,7 @@
 #include "chat/output_parser.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 namespace qs::chat {
@@ -13,7 +12,9 @@ constexpr std::string_view kThinkClose = "</think>";
 constexpr std::string_view kCallOpen = "<tool_call>";
 constexpr std::string_view kCallClose = "</tool_call>";
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 std::string_view strip_newlines(std::string_view s, bool left, bool right) {
   while (left && !s.empty() && s.front() == '\n') s.remove_prefix(1);
@@ -43,7 +44,8 @@ void dump_python_style(const nlohmann::ordered_json& value, std::string& out) {
     for (const auto& [key, item] : value.items()) {
       if (!first) out += ", ";
       first = false;
-      out += nlohmann::ordered_json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out += nlohmann::ordered_json(key).dump(-1, ' ', false,
+                                              nlohmann::json::error_handler_t::replace);
       out += ": ";
       dump_python_style(item, out);
     }
@@ -101,7 +103,8 @@ ReasoningSplit split_reasoning(std::string_view text, bool think_opened_in_promp
   }
   out.has_reasoning = true;
   const size_t close = text.find(kThinkClose, start);
-  const std::string_view reasoning = text.substr(start, close == std::string_view::npos ? std::string_view::npos : close - start);
+  const std::string_view reasoning =
+      text.substr(start, close == std::string_view::npos ? std::string_view::npos : close - start);
   out.reasoning_content = std::string(strip_newlines(reasoning, true, true));
   out.content = std::string(prefix);
   if (close != std::string_view::npos)
@@ -180,7 +183,8 @@ bool ReasoningStreamSplitter::step_pre_content(ReasoningDelta& out) {
     strip_content_newlines_ = true;
     return true;
   }
-  const size_t hold = std::max(partial_tag_length(pending_, kThinkOpen), partial_tag_length(pending_, kThinkClose));
+  const size_t hold =
+      std::max(partial_tag_length(pending_, kThinkOpen), partial_tag_length(pending_, kThinkClose));
   emit_content(std::string_view(pending_).substr(0, pending_.size() - hold), out);
   pending_.erase(0, pending_.size() - hold);
   return false;
@@ -231,7 +235,8 @@ ToolCallParse parse_tool_calls(std::string_view text) {
     const size_t end = text.find(kCallClose, start + kCallOpen.size());
     if (end == std::string_view::npos) break;
     const size_t block_end = end + kCallClose.size();
-    auto call = parse_call_body(text.substr(start + kCallOpen.size(), end - start - kCallOpen.size()));
+    auto call =
+        parse_call_body(text.substr(start + kCallOpen.size(), end - start - kCallOpen.size()));
     if (!call) {
       append_text(text.substr(pos, block_end - pos));
       after_block = false;

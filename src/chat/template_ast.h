@@ -25,23 +25,23 @@ enum class NodeKind {
   kBreak,
   kContinue,
   // Expressions.
-  kLiteral,      // value: an integer, float or string constant
-  kIdentifier,   // text: the name
-  kArray,        // [items...]
-  kTuple,        // (items...) or a bare comma list
-  kDict,         // {items[0]: items[1], items[2]: items[3], ...}
-  kMember,       // a.b (b a kIdentifier or integer kLiteral) or, with flag, a[b]
-  kSlice,        // the `[a:b:c]` part of a kMember; absent parts are null
-  kCall,         // a(items...); items may be kKeyword, kSpread or kKeywordSpread
-  kKeyword,      // text=a, as a call argument or a parameter default
-  kSpread,       // *a in a call
+  kLiteral,        // value: an integer, float or string constant
+  kIdentifier,     // text: the name
+  kArray,          // [items...]
+  kTuple,          // (items...) or a bare comma list
+  kDict,           // {items[0]: items[1], items[2]: items[3], ...}
+  kMember,         // a.b (b a kIdentifier or integer kLiteral) or, with flag, a[b]
+  kSlice,          // the `[a:b:c]` part of a kMember; absent parts are null
+  kCall,           // a(items...); items may be kKeyword, kSpread or kKeywordSpread
+  kKeyword,        // text=a, as a call argument or a parameter default
+  kSpread,         // *a in a call
   kKeywordSpread,  // **a in a call
-  kUnary,        // text a, text in {not, -, +}
-  kBinary,       // a text b
-  kFilter,       // a | text, with (items...) when flag (written with parentheses)
-  kTest,         // a is [not, when flag] text, with (items...) arguments if any
-  kSelect,       // a if b (no else: undefined when b is false)
-  kTernary,      // b if a else c
+  kUnary,          // text a, text in {not, -, +}
+  kBinary,         // a text b
+  kFilter,         // a | text, with (items...) when flag (written with parentheses)
+  kTest,           // a is [not, when flag] text, with (items...) arguments if any
+  kSelect,         // a if b (no else: undefined when b is false)
+  kTernary,        // b if a else c
 };
 
 struct Node;

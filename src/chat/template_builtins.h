@@ -22,8 +22,8 @@ Value apply_filter(Evaluator& evaluator, const Node& filter, const Value& operan
 /// semantics: count, round, select, reject, escape/e, default/d without parentheses, trim(chars),
 /// first/last/list/reverse of strings, list of mappings, map(filter_name), string of anything.
 /// nullopt if `filter` is none of these.
-std::optional<Value> extension_filter(Evaluator& evaluator, const Node& filter, const Value& operand,
-                                      Environment& env);
+std::optional<Value> extension_filter(Evaluator& evaluator, const Node& filter,
+                                      const Value& operand, Environment& env);
 
 /// Runs the test `name` (`x is name(args)`). Throws TemplateError for unknown tests.
 bool run_test(const std::string& name, const Value& operand, const CallArgs& args);

@@ -2,6 +2,7 @@
 #include "chat/template_evaluator.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "chat/template_builtins.h"
 #include "chat/template_error.h"
@@ -41,9 +42,11 @@ void check_loop_binding(const Node& target, const Value& item) {
     throw TemplateError(std::string("Cannot unpack non-iterable type: ") + item.type_name());
   const size_t want = target.items.size();
   const size_t have = item.items().size();
-  if (want != have) throw TemplateError(std::string("Too ") + (want > have ? "few" : "many") + " items to unpack");
+  if (want != have)
+    throw TemplateError(std::string("Too ") + (want > have ? "few" : "many") + " items to unpack");
   for (const NodePtr& name : target.items) {
-    if (name->kind != NodeKind::kIdentifier) throw TemplateError("Cannot unpack to a non-identifier");
+    if (name->kind != NodeKind::kIdentifier)
+      throw TemplateError("Cannot unpack to a non-identifier");
   }
 }
 
@@ -52,7 +55,8 @@ void bind_loop_target(const Node& target, const Value& item, Environment& scope)
     scope.set(target.text, item);
     return;
   }
-  for (size_t i = 0; i < target.items.size(); ++i) scope.set(target.items[i]->text, item.items()[i]);
+  for (size_t i = 0; i < target.items.size(); ++i)
+    scope.set(target.items[i]->text, item.items()[i]);
 }
 
 Value loop_object(const Array& items, size_t i) {
@@ -108,9 +112,7 @@ void Evaluator::exec(const Node& node, Environment& env, std::string& out) {
 
 void Evaluator::exec_statement(const Node& node, Environment& env, std::string& out) {
   switch (node.kind) {
-    case NodeKind::kText:
-      out += node.text;
-      return;
+    case NodeKind::kText: out += node.text; return;
     case NodeKind::kOutput: {
       const Value value = eval(*node.a, env);
       if (!value.is_null() && !value.is_undefined()) out += print_string(value);
@@ -190,11 +192,13 @@ void Evaluator::exec_set(const Node& node, Environment& env) {
   if (target.kind == NodeKind::kIdentifier) return env.set(target.text, std::move(rhs));
   if (target.kind == NodeKind::kTuple) {
     if (!rhs.is_array())
-      throw TemplateError(std::string("Cannot unpack non-iterable type in set: ") + rhs.type_name());
+      throw TemplateError(std::string("Cannot unpack non-iterable type in set: ") +
+                          rhs.type_name());
     const size_t want = target.items.size();
     const size_t have = rhs.items().size();
     if (want != have)
-      throw TemplateError(std::string("Too ") + (want > have ? "few" : "many") + " items to unpack in set");
+      throw TemplateError(std::string("Too ") + (want > have ? "few" : "many") +
+                          " items to unpack in set");
     for (size_t i = 0; i < want; ++i) {
       if (target.items[i]->kind != NodeKind::kIdentifier)
         throw TemplateError("Cannot unpack to a non-identifier in set");
@@ -204,7 +208,8 @@ void Evaluator::exec_set(const Node& node, Environment& env) {
   }
   if (target.kind == NodeKind::kMember) {
     const Value object = eval(*target.a, env);
-    if (!object.is_namespace()) throw TemplateError("cannot assign attribute on non-namespace object");
+    if (!object.is_namespace())
+      throw TemplateError("cannot assign attribute on non-namespace object");
     if (target.flag || target.b->kind != NodeKind::kIdentifier)
       throw TemplateError("Cannot assign to member with non-identifier property");
     object.fields().set(target.b->text, std::move(rhs));
@@ -234,7 +239,8 @@ Value Evaluator::call_macro(const Node& params, const NodeList& body, const std:
       scope.set(param.text, args.positional[i]);
       continue;
     }
-    auto it = std::find_if(keywords.begin(), keywords.end(), [&](const auto& kw) { return kw.first == param.text; });
+    auto it = std::find_if(keywords.begin(), keywords.end(),
+                           [&](const auto& kw) { return kw.first == param.text; });
     if (it != keywords.end()) {
       scope.set(param.text, it->second);
       keywords.erase(it);
@@ -252,11 +258,13 @@ Value Evaluator::call_macro(const Node& params, const NodeList& body, const std:
     for (auto& [key, value] : keywords) extra.set(key, value);
     scope.set("kwargs", Value::object(std::move(extra)));
   } else if (!keywords.empty()) {
-    throw TemplateError("macro " + name + " takes no keyword argument '" + keywords.front().first + "'");
+    throw TemplateError("macro " + name + " takes no keyword argument '" + keywords.front().first +
+                        "'");
   }
   if (!is_param("varargs") && mentions(body, "varargs")) {
     Array extra;
-    for (size_t i = params.items.size(); i < args.positional.size(); ++i) extra.push_back(args.positional[i]);
+    for (size_t i = params.items.size(); i < args.positional.size(); ++i)
+      extra.push_back(args.positional[i]);
     scope.set("varargs", Value::array(std::move(extra)));
   } else if (args.positional.size() > params.items.size()) {
     throw TemplateError("macro " + name + " takes not more than " +
@@ -278,14 +286,24 @@ Value Evaluator::call_macro(const Node& params, const NodeList& body, const std:
 void Evaluator::exec_call_block(const Node& node, Environment& env, std::string& out) {
   const Node* block = &node;
   Environment* call_env = &env;
-  const Value caller = Value::function([this, block, call_env](const CallArgs& args, Environment&) {
-    return call_macro(*block, block->body, "None", args, *call_env);
-  });
+  // `caller` refers to this statement's scope, so it must not run once the statement is done
+  // (a macro could have stored it in a namespace).
+  const auto active = std::make_shared<bool>(true);
+  const Value caller =
+      Value::function([this, block, call_env, active](const CallArgs& args, Environment&) {
+        if (!*active) throw TemplateError("caller() used outside of its call block");
+        return call_macro(*block, block->body, "None", args, *call_env);
+      });
+  struct Deactivate {
+    std::shared_ptr<bool> flag;
+    ~Deactivate() { *flag = false; }
+  } deactivate{active};
   const Node& call = *node.a;
   const CallArgs args = eval_args(call.items, env);
   const Value fn = eval(*call.a, env);
   if (!fn.is_function())
-    throw TemplateError(std::string("Cannot call something that is not a function: got ") + fn.type_name());
+    throw TemplateError(std::string("Cannot call something that is not a function: got ") +
+                        fn.type_name());
   Environment with_caller(&env);
   with_caller.set("caller", caller);
   const Value result = fn.function_value()(args, with_caller);

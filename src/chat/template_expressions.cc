@@ -41,7 +41,8 @@ std::vector<T> js_slice(const std::vector<T>& items, const Value& start_v, const
   }
   std::vector<T> out;
   const long long direction = step > 0 ? 1 : (step < 0 ? -1 : 0);
-  for (long long i = start; direction * i < direction * stop; i += step) out.push_back(items[static_cast<size_t>(i)]);
+  for (long long i = start; direction * i < direction * stop; i += step)
+    out.push_back(items[static_cast<size_t>(i)]);
   return out;
 }
 
@@ -82,7 +83,8 @@ Value power(const Value& left, const Value& right) {
 }
 
 // Arithmetic and comparison between two numbers; nullopt for operators that do not apply.
-std::optional<Value> numeric_operation(const std::string& op, const Value& left, const Value& right) {
+std::optional<Value> numeric_operation(const std::string& op, const Value& left,
+                                       const Value& right) {
   const double a = left.number();
   const double b = right.number();
   const bool is_float = left.is_float() || right.is_float();
@@ -100,7 +102,8 @@ std::optional<Value> numeric_operation(const std::string& op, const Value& left,
   return std::nullopt;
 }
 
-std::optional<Value> string_operation(const std::string& op, const Value& left, const Value& right) {
+std::optional<Value> string_operation(const std::string& op, const Value& left,
+                                      const Value& right) {
   if (op == "+" && (left.is_string() || right.is_string()))
     return Value::string(raw_string(left) + raw_string(right));
   if (!left.is_string()) return std::nullopt;
@@ -123,7 +126,8 @@ std::optional<Value> string_operation(const std::string& op, const Value& left, 
 // Every binary operator except and/or/==/!=, with the reference's type rules.
 Value binary_operation(const std::string& op, const Value& left, const Value& right) {
   if (left.is_undefined() || right.is_undefined()) {
-    if (right.is_undefined() && (op == "in" || op == "not in")) return Value::boolean(op == "not in");
+    if (right.is_undefined() && (op == "in" || op == "not in"))
+      return Value::boolean(op == "not in");
     fail("Cannot perform operation " + op + " on undefined values");
   }
   if (left.is_null() || right.is_null()) fail("Cannot perform operation on null values");
@@ -180,7 +184,8 @@ Value Evaluator::eval_expression(const Node& node, Environment& env) {
       return Value::boolean(node.flag ? !result : result);
     }
     case NodeKind::kSelect: return eval(*node.b, env).truthy() ? eval(*node.a, env) : Value();
-    case NodeKind::kTernary: return eval(*node.a, env).truthy() ? eval(*node.b, env) : eval(*node.c, env);
+    case NodeKind::kTernary:
+      return eval(*node.a, env).truthy() ? eval(*node.b, env) : eval(*node.c, env);
     default: fail("unexpected syntax in an expression");
   }
 }
@@ -198,7 +203,7 @@ Value Evaluator::eval_dict(const Node& node, Environment& env) {
 Value Evaluator::eval_member(const Node& node, Environment& env) {
   const Value object = eval(*node.a, env);
   if (node.flag && node.b->kind == NodeKind::kSlice) return eval_slice(object, *node.b, env);
-  const Value property = node.flag ? eval(*node.b, env)
+  const Value property = node.flag                            ? eval(*node.b, env)
                          : node.b->kind == NodeKind::kLiteral ? node.b->value
                                                               : Value::string(node.b->text);
   if (object.has_fields()) {
@@ -212,7 +217,8 @@ Value Evaluator::eval_member(const Node& node, Environment& env) {
       return object.is_array() ? array_at(object.items(), property.number())
                                : string_at(object.str(), property.number());
     if (property.is_string()) return builtin_member(object, property.str()).value_or(Value());
-    fail(std::string("Cannot access property with non-string/non-number: got ") + property.type_name());
+    fail(std::string("Cannot access property with non-string/non-number: got ") +
+         property.type_name());
   }
   if (!property.is_string())
     fail(std::string("Cannot access property with non-string: got ") + property.type_name());
@@ -225,11 +231,13 @@ Value Evaluator::eval_slice(const Value& object, const Node& slice, Environment&
   const Value stop = slice.b ? eval(*slice.b, env) : Value();
   const Value step = slice.c ? eval(*slice.c, env) : Value();
   for (const Value* part : {&start, &stop, &step}) {
-    if (!part->is_int() && !part->is_undefined()) fail("Slice indices must be integers or undefined");
+    if (!part->is_int() && !part->is_undefined())
+      fail("Slice indices must be integers or undefined");
   }
   if (object.is_array()) return Value::array(js_slice(object.items(), start, stop, step));
   std::string out;
-  for (std::string_view point : js_slice(text::code_points(object.str()), start, stop, step)) out += point;
+  for (std::string_view point : js_slice(text::code_points(object.str()), start, stop, step))
+    out += point;
   return Value::string(std::move(out));
 }
 
@@ -238,7 +246,8 @@ CallArgs Evaluator::eval_args(const NodeList& args, Environment& env) {
   for (const NodePtr& arg : args) {
     if (arg->kind == NodeKind::kSpread) {
       const Value items = eval(*arg->a, env);
-      if (!items.is_array()) fail(std::string("Cannot unpack non-iterable type: ") + items.type_name());
+      if (!items.is_array())
+        fail(std::string("Cannot unpack non-iterable type: ") + items.type_name());
       out.positional.insert(out.positional.end(), items.items().begin(), items.items().end());
     } else if (arg->kind != NodeKind::kKeyword && arg->kind != NodeKind::kKeywordSpread) {
       out.positional.push_back(eval(*arg, env));
@@ -252,7 +261,8 @@ CallArgs Evaluator::eval_args(const NodeList& args, Environment& env) {
     if (arg->kind == NodeKind::kKeyword) add_keyword(arg->text, eval(*arg->a, env));
     if (arg->kind != NodeKind::kKeywordSpread) continue;
     const Value mapping = eval(*arg->a, env);
-    if (!mapping.is_object()) fail(std::string("Argument after ** must be a mapping, not ") + mapping.type_name());
+    if (!mapping.is_object())
+      fail(std::string("Argument after ** must be a mapping, not ") + mapping.type_name());
     for (const auto& [key, value] : mapping.fields().entries()) add_keyword(key, value);
   }
   return out;

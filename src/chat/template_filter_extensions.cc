@@ -34,7 +34,8 @@ Value round_filter(const Value& operand, const CallArgs& args) {
   if (precision && !precision->is_int()) fail("round precision must be an integer");
   const int digits = precision ? static_cast<int>(precision->number()) : 0;
   const std::string how = method && method->is_string() ? method->str() : "common";
-  if (how != "common" && how != "ceil" && how != "floor") fail("round method must be common, ceil or floor");
+  if (how != "common" && how != "ceil" && how != "floor")
+    fail("round method must be common, ceil or floor");
   const double x = operand.is_bool() ? (operand.bool_value() ? 1 : 0) : operand.number();
   double result = 0;
   if (how == "common") {
@@ -97,15 +98,18 @@ Value map_filter(Evaluator& ev, const Node& filter, const Value& operand, const 
 
 Value code_point_list(const std::string& s) {
   Array out;
-  for (std::string_view point : text::code_points(s)) out.push_back(Value::string(std::string(point)));
+  for (std::string_view point : text::code_points(s))
+    out.push_back(Value::string(std::string(point)));
   return Value::array(std::move(out));
 }
 
-std::optional<Value> string_extension(const std::string& name, const Value& operand, const CallArgs& args) {
+std::optional<Value> string_extension(const std::string& name, const Value& operand,
+                                      const CallArgs& args) {
   const auto points = text::code_points(operand.str());
   if (name == "trim") {
     const Value* chars = args.arg(0, "chars");
-    if (chars && chars->is_string()) return Value::string(strip_chars(operand.str(), chars->str(), true, true));
+    if (chars && chars->is_string())
+      return Value::string(strip_chars(operand.str(), chars->str(), true, true));
     return Value::string(std::string(text::trim(operand.str())));
   }
   if (name == "first") return points.empty() ? Value() : Value::string(std::string(points.front()));
@@ -133,20 +137,26 @@ std::optional<Value> extension_filter(Evaluator& ev, const Node& filter, const V
   }
   if (name == "count" || name == "length") {
     if (operand.is_undefined()) return Value::integer(0);
-    if (operand.is_string()) return Value::integer(static_cast<double>(text::utf16_length(operand.str())));
+    if (operand.is_string())
+      return Value::integer(static_cast<double>(text::utf16_length(operand.str())));
     if (operand.is_array()) return Value::integer(static_cast<double>(operand.items().size()));
     if (operand.has_fields()) return Value::integer(static_cast<double>(operand.fields().size()));
   }
-  if (name == "round" && (operand.is_number() || operand.is_bool())) return round_filter(operand, args);
-  if ((name == "select" || name == "reject") && operand.is_array()) return select_filter(name, operand, args);
+  if (name == "round" && (operand.is_number() || operand.is_bool()))
+    return round_filter(operand, args);
+  if ((name == "select" || name == "reject") && operand.is_array())
+    return select_filter(name, operand, args);
   if (name == "map" && operand.is_array()) return map_filter(ev, filter, operand, args, env);
   if (name == "escape" || name == "e") {
-    return Value::string(operand.is_undefined() ? "" : html_escape(operand.is_null() ? "None" : print_string(operand)));
+    return Value::string(operand.is_undefined()
+                             ? ""
+                             : html_escape(operand.is_null() ? "None" : print_string(operand)));
   }
   if (operand.is_string()) {
     if (auto result = string_extension(name, operand, args)) return result;
   }
-  if (name == "list" && operand.is_object()) return builtin_member(operand, "keys")->function_value()({}, env);
+  if (name == "list" && operand.is_object())
+    return builtin_member(operand, "keys")->function_value()({}, env);
   if (name == "string") {
     if (operand.is_undefined()) return Value::string("");
     return Value::string(operand.is_null() ? "None" : print_string(operand));

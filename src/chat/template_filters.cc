@@ -36,7 +36,8 @@ std::string indent_lines(const std::string& s, const std::string& pad, bool firs
   size_t start = 0;
   for (size_t line = 0;; ++line) {
     const size_t end = s.find('\n', start);
-    const std::string_view piece = std::string_view(s).substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string_view piece = std::string_view(s).substr(
+        start, end == std::string::npos ? std::string::npos : end - start);
     if (!((!first && line == 0) || (!blank && piece.empty()))) out += pad;
     out += piece;
     if (end == std::string::npos) break;
@@ -52,13 +53,15 @@ Value attribute_path(const Value& item, const std::string& path) {
   size_t start = 0;
   while (true) {
     const size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (current.has_fields()) {
       const Value* field = current.fields().find(part);
       current = field ? *field : Value();
     } else if (current.is_array()) {
       const auto index = text::parse_js_int(part);
-      if (!index || *index < 0 || *index >= static_cast<double>(current.items().size())) return Value();
+      if (!index || *index < 0 || *index >= static_cast<double>(current.items().size()))
+        return Value();
       current = current.items()[static_cast<size_t>(*index)];
     } else {
       return Value();
@@ -72,7 +75,8 @@ Value sorted(const Value& operand, bool reverse, bool case_sensitive, const Valu
   Array items = operand.items();
   const auto key = [&](const Value& v) {
     if (attribute.is_null()) return v;
-    return attribute_path(v, attribute.is_int() ? text::format_js_number(attribute.number()) : attribute.str());
+    return attribute_path(
+        v, attribute.is_int() ? text::format_js_number(attribute.number()) : attribute.str());
   };
   std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
     const int order = compare_values(key(a), key(b), case_sensitive);
@@ -84,7 +88,8 @@ Value sorted(const Value& operand, bool reverse, bool case_sensitive, const Valu
 Value unique(const Value& operand) {
   Array out;
   for (const Value& item : operand.items()) {
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const Value& o) { return same_value_zero(o, item); });
+    const bool seen = std::any_of(out.begin(), out.end(),
+                                  [&](const Value& o) { return same_value_zero(o, item); });
     if (!seen) out.push_back(item);
   }
   return Value::array(std::move(out));
@@ -122,7 +127,8 @@ std::optional<Value> plain_string_filter(const std::string& name, const Value& o
 std::optional<Value> plain_scalar_filter(const std::string& name, const Value& operand) {
   if (operand.is_number()) {
     const double v = operand.number();
-    if (name == "abs") return operand.is_int() ? Value::integer(std::fabs(v)) : Value::floating(std::fabs(v));
+    if (name == "abs")
+      return operand.is_int() ? Value::integer(std::fabs(v)) : Value::floating(std::fabs(v));
     if (name == "int") return Value::integer(std::floor(v));
     if (name == "float") return Value::floating(v);
     if (name == "string") return Value::string(print_string(operand));
@@ -174,11 +180,13 @@ Value tojson_filter(const Value& operand, const CallArgs& args) {
   return Value::string(to_json(operand, options));
 }
 
-Value number_conversion_filter(const std::string& name, const Value& operand, const CallArgs& args) {
+Value number_conversion_filter(const std::string& name, const Value& operand,
+                               const CallArgs& args) {
   const Value* given = args.arg(0, "default");
   const Value fallback = given ? *given : name == "int" ? Value::integer(0) : Value::floating(0);
   if (operand.is_string()) {
-    const auto parsed = name == "int" ? text::parse_js_int(operand.str()) : text::parse_js_float(operand.str());
+    const auto parsed =
+        name == "int" ? text::parse_js_int(operand.str()) : text::parse_js_float(operand.str());
     if (!parsed) return fallback;
     return name == "int" ? Value::integer(*parsed) : Value::floating(*parsed);
   }
@@ -208,7 +216,8 @@ Value attr_select_filter(const Node& filter, const Value& operand) {
     const Value* field = item.fields().find(attribute);
     bool passed = false;
     if (field) {
-      passed = filter.items.size() > 1 ? run_test(filter.items[1]->value.str(), *field, test_args) : field->truthy();
+      passed = filter.items.size() > 1 ? run_test(filter.items[1]->value.str(), *field, test_args)
+                                       : field->truthy();
     }
     if (passed == select) out.push_back(item);
   }
@@ -229,7 +238,8 @@ std::optional<Value> map_attribute_filter(const Value& operand, const CallArgs& 
   return Value::array(std::move(out));
 }
 
-std::optional<Value> call_array_filter(Evaluator& ev, const Node& filter, const Value& operand, Environment& env) {
+std::optional<Value> call_array_filter(Evaluator& ev, const Node& filter, const Value& operand,
+                                       Environment& env) {
   const std::string& name = filter.text;
   if (name == "selectattr" || name == "rejectattr") return attr_select_filter(filter, operand);
   const CallArgs args = ev.eval_args(filter.items, env);
@@ -242,28 +252,32 @@ std::optional<Value> call_array_filter(Evaluator& ev, const Node& filter, const 
   if (case_sensitive && !case_sensitive->is_bool()) fail("case_sensitive must be a boolean");
   if (attribute && !attribute->is_string() && !attribute->is_int() && !attribute->is_null())
     fail("attribute must be a string, integer, or null");
-  return sorted(operand, reverse && reverse->bool_value(), case_sensitive && case_sensitive->bool_value(),
+  return sorted(operand, reverse && reverse->bool_value(),
+                case_sensitive && case_sensitive->bool_value(),
                 attribute ? *attribute : Value::null());
 }
 
-std::optional<Value> call_string_filter(const std::string& name, const Value& operand, const CallArgs& args,
-                                        Environment& env) {
+std::optional<Value> call_string_filter(const std::string& name, const Value& operand,
+                                        const CallArgs& args, Environment& env) {
   if (name == "indent") {
     const Value* width = args.arg(0, "width");
     const Value* first = args.arg(1, "first");
     const Value* blank = args.arg(2, "blank");
     if (width && !width->is_int()) fail("width must be a number");
     const std::string pad(static_cast<size_t>(std::max(0.0, width ? width->number() : 4)), ' ');
-    return Value::string(indent_lines(operand.str(), pad, first && first->truthy(), blank && blank->truthy()));
+    return Value::string(
+        indent_lines(operand.str(), pad, first && first->truthy(), blank && blank->truthy()));
   }
   if (name == "replace") return builtin_member(operand, "replace")->function_value()(args, env);
   return std::nullopt;
 }
 
 // Filters written with parentheses, as the reference implements them.
-std::optional<Value> call_filter(Evaluator& ev, const Node& filter, const Value& operand, Environment& env) {
+std::optional<Value> call_filter(Evaluator& ev, const Node& filter, const Value& operand,
+                                 Environment& env) {
   const std::string& name = filter.text;
-  if (operand.is_array() && (name == "selectattr" || name == "rejectattr" || name == "map" || name == "sort"))
+  if (operand.is_array() &&
+      (name == "selectattr" || name == "rejectattr" || name == "map" || name == "sort"))
     return call_array_filter(ev, filter, operand, env);
   const CallArgs args = ev.eval_args(filter.items, env);
   if (name == "tojson") return tojson_filter(operand, args);
@@ -273,7 +287,8 @@ std::optional<Value> call_filter(Evaluator& ev, const Node& filter, const Value&
     const std::string separator = sep ? sep->str() : "";
     if (operand.is_array()) return Value::string(join_items(operand.items(), separator));
     std::string out;
-    for (std::string_view point : text::code_points(operand.str())) out += (out.empty() ? "" : separator) + std::string(point);
+    for (std::string_view point : text::code_points(operand.str()))
+      out += (out.empty() ? "" : separator) + std::string(point);
     return Value::string(std::move(out));
   }
   if (name == "int" || name == "float") return number_conversion_filter(name, operand, args);
@@ -281,7 +296,8 @@ std::optional<Value> call_filter(Evaluator& ev, const Node& filter, const Value&
     const Value fallback = args.positional.empty() ? Value::string("") : args.positional[0];
     const Value* boolean = args.arg(1, "boolean");
     if (boolean && !boolean->is_bool()) fail("`default` filter flag must be a boolean");
-    const bool use = operand.is_undefined() || (boolean && boolean->bool_value() && !operand.truthy());
+    const bool use =
+        operand.is_undefined() || (boolean && boolean->bool_value() && !operand.truthy());
     return use ? fallback : operand;
   }
   if (operand.is_string()) return call_string_filter(name, operand, args, env);
@@ -294,7 +310,8 @@ std::optional<Value> call_filter(Evaluator& ev, const Node& filter, const Value&
 
 }  // namespace
 
-Value apply_filter(Evaluator& evaluator, const Node& filter, const Value& operand, Environment& env) {
+Value apply_filter(Evaluator& evaluator, const Node& filter, const Value& operand,
+                   Environment& env) {
   const auto result = filter.flag ? call_filter(evaluator, filter, operand, env)
                                   : plain_filter(filter.text, operand, env);
   if (result) return *result;

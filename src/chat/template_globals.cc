@@ -41,7 +41,8 @@ Value make_namespace(const CallArgs& args, Environment&) {
 // range(stop) / range(start, stop[, step]) like Python's, on JavaScript numbers.
 Value make_range(const CallArgs& args, Environment&) {
   for (const Value& arg : args.positional) {
-    if (!arg.is_number()) fail(std::string("range() arguments must be numbers, got ") + arg.type_name());
+    if (!arg.is_number())
+      fail(std::string("range() arguments must be numbers, got ") + arg.type_name());
   }
   if (args.positional.empty() || args.positional.size() > 3) fail("range() takes 1 to 3 arguments");
   const bool single = args.positional.size() == 1;
@@ -63,9 +64,11 @@ Value raise_exception(const CallArgs& args, Environment&) {
 
 // strftime_now(format): local time; supports %Y %m %d %b %B %H %M and %%, like the reference.
 Value strftime_now(const CallArgs& args, Environment&) {
-  static const char* const kMonths[] = {"January", "February", "March",     "April",   "May",      "June",
-                                        "July",    "August",   "September", "October", "November", "December"};
-  if (args.positional.empty() || !args.positional[0].is_string()) fail("strftime_now() needs a format string");
+  static const char* const kMonths[] = {"January",   "February", "March",    "April",
+                                        "May",       "June",     "July",     "August",
+                                        "September", "October",  "November", "December"};
+  if (args.positional.empty() || !args.positional[0].is_string())
+    fail("strftime_now() needs a format string");
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);

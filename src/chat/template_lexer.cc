@@ -4,156 +4,28 @@
 #include <utility>
 
 #include "chat/template_error.h"
+#include "chat/template_preprocess.h"
 #include "chat/template_text.h"
 
 namespace qs::chat {
 namespace {
 
-// Template text plus, for every byte, the line it came from in the original source, so that
-// preprocessing (which deletes characters) keeps error lines exact.
-struct MappedText {
-  std::string text;
-  std::vector<int> lines;
-
-  void append(const MappedText& from, size_t begin, size_t end) {
-    text.append(from.text, begin, end - begin);
-    lines.insert(lines.end(), from.lines.begin() + static_cast<long>(begin),
-                 from.lines.begin() + static_cast<long>(end));
-  }
-};
-
-MappedText map_lines(std::string_view source) {
-  MappedText out;
-  out.text = source;
-  int line = 1;
-  for (char c : source) {
-    out.lines.push_back(line);
-    if (c == '\n') ++line;
-  }
-  return out;
-}
-
-bool is_line_terminator_at(const std::string& s, size_t pos, size_t& length) {
-  length = s[pos] == '\n' || s[pos] == '\r' ? 1 : 0;
-  if (s.compare(pos, 3, "\xE2\x80\xA8") == 0 || s.compare(pos, 3, "\xE2\x80\xA9") == 0) length = 3;
-  return length > 0;
-}
-
-// lstrip_blocks: drop spaces and tabs between a line start and `{#`, `{%` or `{-`.
-MappedText lstrip_blocks(const MappedText& in) {
-  MappedText out;
-  const std::string& s = in.text;
-  bool line_start = true;
-  for (size_t i = 0; i < s.size();) {
-    if (line_start) {
-      size_t j = i;
-      while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
-      const bool block = j + 1 < s.size() && s[j] == '{' &&
-                         (s[j + 1] == '#' || s[j + 1] == '%' || s[j + 1] == '-');
-      if (block) i = j;
-    }
-    size_t terminator = 0;
-    line_start = is_line_terminator_at(s, i, terminator);
-    const size_t next = line_start ? i + terminator : i + 1;
-    out.append(in, i, next);
-    i = next;
-  }
-  return out;
-}
-
-// trim_blocks: drop the newline right after `#}`, `%}` or `-}`.
-MappedText trim_blocks(const MappedText& in) {
-  MappedText out;
-  const std::string& s = in.text;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const bool closer = (s[i] == '#' || s[i] == '%' || s[i] == '-') && i + 2 < s.size() &&
-                        s[i + 1] == '}' && s[i + 2] == '\n';
-    out.append(in, i, closer ? i + 2 : i + 1);
-    if (closer) i += 2;
-  }
-  return out;
-}
-
-// If a {% generation %} / {% endgeneration %} tag starts at `i`, returns the end of the tag and
-// its strip flags.
-bool match_generation_tag(const std::string& s, size_t i, size_t& end, bool& lstrip,
-                          bool& rstrip) {
-  if (s.compare(i, 2, "{%") != 0) return false;
-  size_t p = i + 2;
-  lstrip = p < s.size() && s[p] == '-';
-  if (lstrip) ++p;
-  p += text::space_run(s, p);
-  if (s.compare(p, 13, "endgeneration") == 0) {
-    p += 13;
-  } else if (s.compare(p, 10, "generation") == 0) {
-    p += 10;
-  } else {
-    return false;
-  }
-  p += text::space_run(s, p);
-  rstrip = p < s.size() && s[p] == '-';
-  if (rstrip) ++p;
-  if (s.compare(p, 2, "%}") != 0) return false;
-  end = p + 2;
-  return true;
-}
-
-// Removes transformers' {% generation %} markers with the whitespace rules of the reference:
-// the whitespace around the tag is kept unless the tag strips it with `-`.
-MappedText strip_generation_tags(const MappedText& in) {
-  MappedText out;
-  const std::string& s = in.text;
-  size_t copied = 0;
-  size_t run_start = std::string::npos;
-  for (size_t i = 0; i < s.size();) {
-    size_t tag_end = 0;
-    bool lstrip = false;
-    bool rstrip = false;
-    if (match_generation_tag(s, i, tag_end, lstrip, rstrip)) {
-      const size_t before = run_start == std::string::npos ? i : run_start;
-      const size_t after = tag_end + text::space_run(s, tag_end);
-      out.append(in, copied, before);
-      if (!lstrip) out.append(in, before, i);
-      if (!rstrip) out.append(in, tag_end, after);
-      copied = i = after;
-      run_start = std::string::npos;
-      continue;
-    }
-    size_t next = i;
-    if (text::is_js_space(text::decode_utf8(s, next))) {
-      if (run_start == std::string::npos) run_start = i;
-    } else {
-      run_start = std::string::npos;
-    }
-    i = next;
-  }
-  out.append(in, copied, s.size());
-  return out;
-}
-
-MappedText preprocess(std::string_view source) {
-  MappedText text = map_lines(source);
-  if (!text.text.empty() && text.text.back() == '\n') {
-    text.text.pop_back();
-    text.lines.pop_back();
-  }
-  return strip_generation_tags(trim_blocks(lstrip_blocks(text)));
-}
-
 constexpr std::array<std::pair<std::string_view, TokenType>, 29> kOperators = {{
-    {"{%", TokenType::kOpenStatement}, {"%}", TokenType::kCloseStatement},
+    {"{%", TokenType::kOpenStatement},  {"%}", TokenType::kCloseStatement},
     {"{{", TokenType::kOpenExpression}, {"}}", TokenType::kCloseExpression},
-    {"(", TokenType::kOpenParen}, {")", TokenType::kCloseParen},
-    {"{", TokenType::kOpenBrace}, {"}", TokenType::kCloseBrace},
-    {"[", TokenType::kOpenBracket}, {"]", TokenType::kCloseBracket},
-    {",", TokenType::kComma}, {".", TokenType::kDot}, {":", TokenType::kColon},
-    {"|", TokenType::kPipe}, {"<=", TokenType::kComparison}, {">=", TokenType::kComparison},
-    {"==", TokenType::kComparison}, {"!=", TokenType::kComparison},
-    {"<", TokenType::kComparison}, {">", TokenType::kComparison},
-    {"+", TokenType::kAdditive}, {"-", TokenType::kAdditive}, {"~", TokenType::kAdditive},
-    {"**", TokenType::kPower}, {"*", TokenType::kMultiplicative},
-    {"//", TokenType::kMultiplicative}, {"/", TokenType::kMultiplicative},
-    {"%", TokenType::kMultiplicative}, {"=", TokenType::kEquals},
+    {"(", TokenType::kOpenParen},       {")", TokenType::kCloseParen},
+    {"{", TokenType::kOpenBrace},       {"}", TokenType::kCloseBrace},
+    {"[", TokenType::kOpenBracket},     {"]", TokenType::kCloseBracket},
+    {",", TokenType::kComma},           {".", TokenType::kDot},
+    {":", TokenType::kColon},           {"|", TokenType::kPipe},
+    {"<=", TokenType::kComparison},     {">=", TokenType::kComparison},
+    {"==", TokenType::kComparison},     {"!=", TokenType::kComparison},
+    {"<", TokenType::kComparison},      {">", TokenType::kComparison},
+    {"+", TokenType::kAdditive},        {"-", TokenType::kAdditive},
+    {"~", TokenType::kAdditive},        {"**", TokenType::kPower},
+    {"*", TokenType::kMultiplicative},  {"//", TokenType::kMultiplicative},
+    {"/", TokenType::kMultiplicative},  {"%", TokenType::kMultiplicative},
+    {"=", TokenType::kEquals},
 }};
 
 bool is_digit(int c) { return c >= '0' && c <= '9'; }
@@ -168,7 +40,9 @@ class Lexer {
   }
 
  private:
-  int at(size_t i) const { return i < src_.text.size() ? static_cast<unsigned char>(src_.text[i]) : -1; }
+  int at(size_t i) const {
+    return i < src_.text.size() ? static_cast<unsigned char>(src_.text[i]) : -1;
+  }
   bool starts(std::string_view s) const { return src_.text.compare(pos_, s.size(), s) == 0; }
   int line_at(size_t i) const {
     if (src_.lines.empty()) return 1;
@@ -208,8 +82,8 @@ class Lexer {
 };
 
 void Lexer::step() {
-  if (tokens_.empty() || last_is({TokenType::kCloseStatement, TokenType::kCloseExpression,
-                                  TokenType::kComment})) {
+  if (tokens_.empty() ||
+      last_is({TokenType::kCloseStatement, TokenType::kCloseExpression, TokenType::kComment})) {
     if (consume_text()) return;
   }
   if (starts("{#")) return consume_comment();
@@ -257,7 +131,8 @@ void Lexer::consume_comment() {
   if (strip_before) ++pos_;
   std::string comment;
   while (at(pos_) != '#' || at(pos_ + 1) != '}') {
-    if (pos_ + 2 >= src_.text.size()) throw TemplateError("comment is never closed (missing #})", line_at(start));
+    if (pos_ + 2 >= src_.text.size())
+      throw TemplateError("comment is never closed (missing #})", line_at(start));
     comment.push_back(src_.text[pos_++]);
   }
   const bool strip_after = !comment.empty() && comment.back() == '-';
@@ -272,8 +147,8 @@ bool Lexer::consume_whitespace_control() {
   const bool statement = starts("{%-");
   if (!statement && !starts("{{-")) return false;
   strip_trailing_whitespace();
-  push(statement ? TokenType::kOpenStatement : TokenType::kOpenExpression,
-       statement ? "{%" : "{{", pos_);
+  push(statement ? TokenType::kOpenStatement : TokenType::kOpenExpression, statement ? "{%" : "{{",
+       pos_);
   if (!statement) brace_depth_ = 0;
   pos_ += 3;
   return true;
@@ -324,7 +199,8 @@ void Lexer::append_escape(std::string& out) {
   if (escaped == 'x' || escaped == 'u') {
     const size_t length = escaped == 'x' ? 2 : 4;
     const std::string hex = src_.text.substr(pos_, length);
-    if (hex.size() != length || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    if (hex.size() != length ||
+        hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
       fail("invalid hexadecimal escape sequence \\" + std::string(1, escaped) + hex);
     text::append_utf8(out, static_cast<char32_t>(std::stoul(hex, nullptr, 16)));
     pos_ += length;
@@ -333,7 +209,8 @@ void Lexer::append_escape(std::string& out) {
   static constexpr std::string_view kFrom = "ntrbfv'\"\\";
   static constexpr std::string_view kTo = "\n\t\r\b\f\v'\"\\";
   const size_t index = kFrom.find(escaped);
-  if (index == std::string_view::npos) fail("unexpected escaped character '" + std::string(1, escaped) + "'");
+  if (index == std::string_view::npos)
+    fail("unexpected escaped character '" + std::string(1, escaped) + "'");
   out.push_back(kTo[index]);
 }
 
@@ -341,13 +218,15 @@ void Lexer::consume_string(char quote) {
   const size_t start = pos_++;
   std::string value;
   while (at(pos_) != quote) {
-    if (pos_ >= src_.text.size()) throw TemplateError("unterminated string literal", line_at(start));
+    if (pos_ >= src_.text.size())
+      throw TemplateError("unterminated string literal", line_at(start));
     if (at(pos_) == '\\') {
       append_escape(value);
       continue;
     }
     value.push_back(src_.text[pos_++]);
-    if (pos_ >= src_.text.size()) throw TemplateError("unterminated string literal", line_at(start));
+    if (pos_ >= src_.text.size())
+      throw TemplateError("unterminated string literal", line_at(start));
   }
   ++pos_;  // closing quote
   push(TokenType::kString, std::move(value), start);

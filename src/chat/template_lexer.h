@@ -10,21 +10,21 @@
 namespace qs::chat {
 
 enum class TokenType {
-  kText,            // literal text between tags
-  kNumber,          // 123, 1.5, -3 (a sign directly before digits belongs to the literal)
-  kString,          // 'text' or "text", escapes resolved
-  kIdentifier,      // names and keywords alike
-  kEquals,          // =
-  kOpenParen,       // (
-  kCloseParen,      // )
-  kOpenStatement,   // {% or {%-
-  kCloseStatement,  // %} or -%}
-  kOpenExpression,  // {{ or {{-
-  kCloseExpression, // }} or -}}
-  kOpenBracket,     // [
-  kCloseBracket,    // ]
-  kOpenBrace,       // {
-  kCloseBrace,      // }
+  kText,             // literal text between tags
+  kNumber,           // 123, 1.5, -3 (a sign directly before digits belongs to the literal)
+  kString,           // 'text' or "text", escapes resolved
+  kIdentifier,       // names and keywords alike
+  kEquals,           // =
+  kOpenParen,        // (
+  kCloseParen,       // )
+  kOpenStatement,    // {% or {%-
+  kCloseStatement,   // %} or -%}
+  kOpenExpression,   // {{ or {{-
+  kCloseExpression,  // }} or -}}
+  kOpenBracket,      // [
+  kCloseBracket,     // ]
+  kOpenBrace,        // {
+  kCloseBrace,       // }
   kComma,
   kDot,
   kColon,

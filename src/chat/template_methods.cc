@@ -17,14 +17,16 @@ namespace {
 using Method = Value (*)(const Value& self, const CallArgs& args);
 
 Value bind(const Value& self, Method method) {
-  return Value::function([self, method](const CallArgs& args, Environment&) { return method(self, args); });
+  return Value::function(
+      [self, method](const CallArgs& args, Environment&) { return method(self, args); });
 }
 
 // strip/lstrip/rstrip: JavaScript whitespace trimming without an argument (as the reference),
 // Python's strip-these-characters with a string argument.
 Value strip_method(const Value& self, const CallArgs& args, bool left, bool right) {
   const Value* chars = args.arg(0, "chars");
-  if (chars && chars->is_string()) return Value::string(strip_chars(self.str(), chars->str(), left, right));
+  if (chars && chars->is_string())
+    return Value::string(strip_chars(self.str(), chars->str(), left, right));
   std::string_view s = self.str();
   if (left) s = text::trim_start(s);
   if (right) s = text::trim_end(s);
@@ -39,11 +41,13 @@ Value affix_method(const Value& self, const CallArgs& args, bool prefix) {
     const std::string& s = self.str();
     const std::string& p = pattern.str();
     if (p.size() > s.size()) return false;
-    return prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0;
+    return prefix ? s.compare(0, p.size(), p) == 0
+                  : s.compare(s.size() - p.size(), p.size(), p) == 0;
   };
   const Value& pattern = args.positional[0];
   if (pattern.is_string()) return Value::boolean(matches(pattern));
-  if (!pattern.is_array()) fail(std::string(name) + "() argument must be a string or tuple of strings");
+  if (!pattern.is_array())
+    fail(std::string(name) + "() argument must be a string or tuple of strings");
   for (const Value& item : pattern.items()) {
     if (matches(item)) return Value::boolean(true);
   }
@@ -110,9 +114,11 @@ Value replace_method(const Value& self, const CallArgs& args) {
   const Value& to = args.positional[1];
   if (!from.is_string() || !to.is_string()) fail("replace() arguments must be strings");
   const Value* count = args.arg(2, "count");
-  if (count && !count->is_int() && !count->is_null()) fail("replace() count argument must be a number or null");
-  double remaining = (!count || count->is_null() || count->number() < 0) ? std::numeric_limits<double>::infinity()
-                                                                         : count->number();
+  if (count && !count->is_int() && !count->is_null())
+    fail("replace() count argument must be a number or null");
+  double remaining = (!count || count->is_null() || count->number() < 0)
+                         ? std::numeric_limits<double>::infinity()
+                         : count->number();
   const std::string& s = self.str();
   std::string out;
   if (from.str().empty()) {
@@ -124,7 +130,8 @@ Value replace_method(const Value& self, const CallArgs& args) {
     return Value::string(std::move(out));
   }
   size_t start = 0;
-  for (size_t found; remaining > 0 && (found = s.find(from.str(), start)) != std::string::npos; --remaining) {
+  for (size_t found; remaining > 0 && (found = s.find(from.str(), start)) != std::string::npos;
+       --remaining) {
     out.append(s, start, found - start);
     out += to.str();
     start = found + from.str().size();
@@ -135,15 +142,35 @@ Value replace_method(const Value& self, const CallArgs& args) {
 
 std::optional<Value> string_member(const Value& self, const std::string& name) {
   if (name == "length") return Value::integer(static_cast<double>(text::utf16_length(self.str())));
-  if (name == "upper") return bind(self, [](const Value& s, const CallArgs&) { return Value::string(text::to_upper(s.str())); });
-  if (name == "lower") return bind(self, [](const Value& s, const CallArgs&) { return Value::string(text::to_lower(s.str())); });
-  if (name == "title") return bind(self, [](const Value& s, const CallArgs&) { return Value::string(text::title_case(s.str())); });
-  if (name == "capitalize") return bind(self, [](const Value& s, const CallArgs&) { return Value::string(text::capitalize(s.str())); });
-  if (name == "strip") return bind(self, [](const Value& s, const CallArgs& a) { return strip_method(s, a, true, true); });
-  if (name == "lstrip") return bind(self, [](const Value& s, const CallArgs& a) { return strip_method(s, a, true, false); });
-  if (name == "rstrip") return bind(self, [](const Value& s, const CallArgs& a) { return strip_method(s, a, false, true); });
-  if (name == "startswith") return bind(self, [](const Value& s, const CallArgs& a) { return affix_method(s, a, true); });
-  if (name == "endswith") return bind(self, [](const Value& s, const CallArgs& a) { return affix_method(s, a, false); });
+  if (name == "upper")
+    return bind(self, [](const Value& s, const CallArgs&) {
+      return Value::string(text::to_upper(s.str()));
+    });
+  if (name == "lower")
+    return bind(self, [](const Value& s, const CallArgs&) {
+      return Value::string(text::to_lower(s.str()));
+    });
+  if (name == "title")
+    return bind(self, [](const Value& s, const CallArgs&) {
+      return Value::string(text::title_case(s.str()));
+    });
+  if (name == "capitalize")
+    return bind(self, [](const Value& s, const CallArgs&) {
+      return Value::string(text::capitalize(s.str()));
+    });
+  if (name == "strip")
+    return bind(self,
+                [](const Value& s, const CallArgs& a) { return strip_method(s, a, true, true); });
+  if (name == "lstrip")
+    return bind(self,
+                [](const Value& s, const CallArgs& a) { return strip_method(s, a, true, false); });
+  if (name == "rstrip")
+    return bind(self,
+                [](const Value& s, const CallArgs& a) { return strip_method(s, a, false, true); });
+  if (name == "startswith")
+    return bind(self, [](const Value& s, const CallArgs& a) { return affix_method(s, a, true); });
+  if (name == "endswith")
+    return bind(self, [](const Value& s, const CallArgs& a) { return affix_method(s, a, false); });
   if (name == "split") return bind(self, split_method);
   if (name == "replace") return bind(self, replace_method);
   return std::nullopt;
@@ -184,7 +211,8 @@ Value get_method(const Value& self, const CallArgs& args) {
 
 std::optional<Value> object_member(const Value& self, const std::string& name) {
   if (name == "get") return bind(self, get_method);
-  if (name == "items") return bind(self, [](const Value& s, const CallArgs&) { return pairs_of(s); });
+  if (name == "items")
+    return bind(self, [](const Value& s, const CallArgs&) { return pairs_of(s); });
   if (name == "keys") {
     return bind(self, [](const Value& s, const CallArgs&) {
       Array keys;
@@ -208,7 +236,9 @@ std::optional<Value> object_member(const Value& self, const std::string& name) {
 std::string strip_chars(const std::string& s, const std::string& chars, bool left, bool right) {
   const auto set = text::code_points(chars);
   const auto points = text::code_points(s);
-  const auto in_set = [&](std::string_view p) { return std::find(set.begin(), set.end(), p) != set.end(); };
+  const auto in_set = [&](std::string_view p) {
+    return std::find(set.begin(), set.end(), p) != set.end();
+  };
   size_t begin = 0;
   size_t end = points.size();
   while (left && begin < end && in_set(points[begin])) ++begin;
@@ -221,7 +251,8 @@ std::string strip_chars(const std::string& s, const std::string& chars, bool lef
 std::optional<Value> builtin_member(const Value& object, const std::string& name) {
   if (object.is_string()) return string_member(object, name);
   if (object.is_object()) return object_member(object, name);
-  if (object.is_array() && name == "length") return Value::integer(static_cast<double>(object.items().size()));
+  if (object.is_array() && name == "length")
+    return Value::integer(static_cast<double>(object.items().size()));
   return std::nullopt;
 }
 

@@ -11,7 +11,8 @@ namespace qs::chat {
 namespace {
 
 bool parity(const Value& operand, const char* name, bool odd) {
-  if (!operand.is_int()) throw TemplateError(std::string("cannot ") + name + " on " + operand.type_name());
+  if (!operand.is_int())
+    throw TemplateError(std::string("cannot ") + name + " on " + operand.type_name());
   return (std::fmod(operand.number(), 2) != 0) == odd;
 }
 
@@ -20,8 +21,10 @@ bool contains(const Value& container, const Value& item) {
     return std::any_of(container.items().begin(), container.items().end(),
                        [&](const Value& v) { return strict_equals(v, item); });
   }
-  if (container.is_string() && item.is_string()) return container.str().find(item.str()) != std::string::npos;
-  if (container.is_object() && item.is_string()) return container.fields().find(item.str()) != nullptr;
+  if (container.is_string() && item.is_string())
+    return container.str().find(item.str()) != std::string::npos;
+  if (container.is_object() && item.is_string())
+    return container.fields().find(item.str()) != nullptr;
   throw TemplateError(std::string("test 'in' cannot look in ") + container.type_name());
 }
 

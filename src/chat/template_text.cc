@@ -138,11 +138,21 @@ void append_utf8(std::string& out, char32_t cp) {
 
 bool is_js_space(char32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
+    case 0xFEFF: return true;
+    default: return cp >= 0x2000 && cp <= 0x200A;
   }
 }
 
@@ -292,7 +302,9 @@ double js_string_to_number(std::string_view s) {
       double value = 0;
       for (char c : s.substr(2)) {
         const int lower = c | 0x20;
-        const int digit = is_digit(c) ? c - '0' : (lower >= 'a' && lower <= 'z') ? lower - 'a' + 10 : 99;
+        const int digit = is_digit(c)                      ? c - '0'
+                          : (lower >= 'a' && lower <= 'z') ? lower - 'a' + 10
+                                                           : 99;
         if (digit >= base) return NAN;
         value = value * base + digit;
       }

@@ -17,25 +17,25 @@ bool is_array_index(const std::string& key) {
   return std::stoull(key) < 4294967295ULL;
 }
 
+constexpr int kMaxJsonDepth = 1000;
+
 template <typename Json>
-Value convert_json(const Json& json) {
+Value convert_json(const Json& json, int depth = 0) {
+  if (depth > kMaxJsonDepth) throw TemplateError("context data is nested too deeply");
   switch (json.type()) {
-    case nlohmann::json::value_t::null:
-      return Value::null();
-    case nlohmann::json::value_t::boolean:
-      return Value::boolean(json.template get<bool>());
+    case nlohmann::json::value_t::null: return Value::null();
+    case nlohmann::json::value_t::boolean: return Value::boolean(json.template get<bool>());
     case nlohmann::json::value_t::number_integer:
     case nlohmann::json::value_t::number_unsigned:
     case nlohmann::json::value_t::number_float: {
       const double number = json.template get<double>();
       return number == std::trunc(number) ? Value::integer(number) : Value::floating(number);
     }
-    case nlohmann::json::value_t::string:
-      return Value::string(json.template get<std::string>());
+    case nlohmann::json::value_t::string: return Value::string(json.template get<std::string>());
     case nlohmann::json::value_t::array: {
       Array items;
       items.reserve(json.size());
-      for (const auto& item : json) items.push_back(convert_json(item));
+      for (const auto& item : json) items.push_back(convert_json(item, depth + 1));
       return Value::array(std::move(items));
     }
     case nlohmann::json::value_t::object: {
@@ -45,112 +45,14 @@ Value convert_json(const Json& json) {
       }
       std::sort(indices.begin(), indices.end());
       Object fields;
-      for (const auto& [index, key] : indices) fields.set(*key, convert_json(json.at(*key)));
+      for (const auto& [index, key] : indices) fields.set(*key, convert_json(json.at(*key), depth + 1));
       for (const auto& [key, value] : json.items()) {
-        if (!is_array_index(key)) fields.set(key, convert_json(value));
+        if (!is_array_index(key)) fields.set(key, convert_json(value, depth + 1));
       }
       return Value::object(std::move(fields));
     }
-    default:
-      throw TemplateError("cannot convert binary JSON data to a template value");
+    default: throw TemplateError("cannot convert binary JSON data to a template value");
   }
-}
-
-// Approximates String.prototype.localeCompare (ICU root collation) for sort_keys: punctuation
-// before digits before letters, letters case-insensitively, lower case first on ties.
-int collation_rank(unsigned char c) {
-  if (c >= '0' && c <= '9') return 1000 + c;
-  if (c >= 'a' && c <= 'z') return 2000 + 2 * (c - 'a');
-  if (c >= 'A' && c <= 'Z') return 2000 + 2 * (c - 'A');
-  return c;
-}
-
-int locale_compare(const std::string& a, const std::string& b) {
-  const size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const int ra = collation_rank(static_cast<unsigned char>(a[i]));
-    const int rb = collation_rank(static_cast<unsigned char>(b[i]));
-    if (ra != rb) return ra < rb ? -1 : 1;
-  }
-  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
-  return a == b ? 0 : (a > b ? -1 : 1);  // lower case sorts first among case variants
-}
-
-struct Separators {
-  std::string item;
-  std::string key;
-};
-
-Separators json_separators(const JsonOptions& options) {
-  if (options.separators) return {options.separators->first, options.separators->second};
-  if (options.indent && *options.indent != 0) return {",", ": "};
-  return {", ", ": "};
-}
-
-void write_json(const Value& value, const JsonOptions& options, bool undefined_as_null, int depth,
-                std::string& out);
-
-void write_json_container(const Value& value, const JsonOptions& options, bool undefined_as_null,
-                          int depth, std::string& out) {
-  const Separators sep = json_separators(options);
-  const int indent = options.indent.value_or(0);
-  if (indent < 0) throw TemplateError("tojson indent must not be negative");
-  const std::string unit(static_cast<size_t>(indent), ' ');
-  std::string base = "\n";
-  for (int i = 0; i < depth; ++i) base += unit;
-  const std::string child = base + unit;
-  const bool pretty = indent != 0;
-  if (value.is_array()) {
-    const Array& items = value.items();
-    out += '[';
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i > 0) out += sep.item;
-      if (pretty) out += child;
-      write_json(items[i], options, undefined_as_null, depth + 1, out);
-    }
-    if (pretty && !items.empty()) out += base;
-    out += ']';
-    return;
-  }
-  std::vector<const std::pair<std::string, Value>*> entries;
-  for (const auto& entry : value.fields().entries()) entries.push_back(&entry);
-  if (options.sort_keys) {
-    std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
-      return locale_compare(a->first, b->first) < 0;
-    });
-  }
-  out += '{';
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (i > 0) out += sep.item;
-    if (pretty) out += child;
-    out += text::json_quote(entries[i]->first, options.ensure_ascii) + sep.key;
-    write_json(entries[i]->second, options, undefined_as_null, depth + 1, out);
-  }
-  if (pretty && !entries.empty()) out += base;
-  out += '}';
-}
-
-void write_json(const Value& value, const JsonOptions& options, bool undefined_as_null, int depth,
-                std::string& out) {
-  switch (value.kind()) {
-    case ValueKind::kNull: out += "null"; return;
-    case ValueKind::kUndefined: out += undefined_as_null ? "null" : "undefined"; return;
-    case ValueKind::kBool: out += value.bool_value() ? "true" : "false"; return;
-    case ValueKind::kInt:
-    case ValueKind::kFloat:
-      out += std::isfinite(value.number()) ? text::format_js_number(value.number()) : "null";
-      return;
-    case ValueKind::kString: out += text::json_quote(value.str(), options.ensure_ascii); return;
-    case ValueKind::kArray:
-      if (value.is_tuple()) break;  // the reference has no JSON form for tuples
-      [[fallthrough]];
-    case ValueKind::kObject:
-    case ValueKind::kNamespace:
-      write_json_container(value, options, undefined_as_null, depth, out);
-      return;
-    case ValueKind::kFunction: break;
-  }
-  throw TemplateError(std::string("Cannot convert to JSON: ") + value.type_name());
 }
 
 // The JavaScript primitive category of a value's underlying data.
@@ -342,17 +244,13 @@ std::string raw_string(const Value& value) {
   }
 }
 
-std::string to_json(const Value& value, const JsonOptions& options, bool undefined_as_null) {
-  std::string out;
-  write_json(value, options, undefined_as_null, 0, out);
-  return out;
-}
-
 bool loose_equals(const Value& a, const Value& b) {
   const Primitive pa = primitive_of(a);
   const Primitive pb = primitive_of(b);
   if (pa == pb) return same_primitive_equal(a, b, pa);
-  const auto nullish = [](Primitive p) { return p == Primitive::kUndefined || p == Primitive::kNull; };
+  const auto nullish = [](Primitive p) {
+    return p == Primitive::kUndefined || p == Primitive::kNull;
+  };
   if (nullish(pa) || nullish(pb)) return nullish(pa) && nullish(pb);
   if (pa == Primitive::kBool) return loose_equals(Value::integer(a.bool_value() ? 1 : 0), b);
   if (pb == Primitive::kBool) return loose_equals(a, Value::integer(b.bool_value() ? 1 : 0));

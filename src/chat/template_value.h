@@ -8,10 +8,9 @@
 // assignment and `==` identity comparison behave as in the reference.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,8 +28,18 @@ using Array = std::vector<Value>;
 /// A callable: receives the evaluated arguments and the caller's environment.
 using Function = std::function<Value(const CallArgs&, Environment&)>;
 
-enum class ValueKind { kUndefined, kNull, kBool, kInt, kFloat, kString, kArray, kObject,
-                       kNamespace, kFunction };
+enum class ValueKind {
+  kUndefined,
+  kNull,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kArray,
+  kObject,
+  kNamespace,
+  kFunction
+};
 
 class Value {
  public:

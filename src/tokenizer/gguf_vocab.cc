@@ -58,7 +58,9 @@ TokenizerData tokenizer_data_from_gguf(std::vector<std::string> tokens,
   }
   data.merges.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) data.merges.push_back(split_merge(merges[i], i));
-  for (const auto& [id, what] : {std::pair{bos, "bos"}, std::pair{eos, "eos"}, std::pair{pad, "pad"}}) {
+  const std::pair<std::optional<int32_t>, const char*> specials[] = {
+      {bos, "bos"}, {eos, "eos"}, {pad, "pad"}};
+  for (const auto& [id, what] : specials) {
     if (id && (*id < 0 || static_cast<size_t>(*id) >= tokens.size())) {
       throw Error(std::string("gguf tokenizer: ") + what + " id " + std::to_string(*id) +
                   " outside the vocabulary (size " + std::to_string(tokens.size()) + ")");

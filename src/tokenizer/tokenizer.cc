@@ -55,7 +55,8 @@ Tokenizer::Tokenizer(TokenizerData data) : normalize_nfc_(data.normalize_nfc) {
   pad_id_ = checked_special_id(data.pad_id, size, "pad");
   added_matcher_ = std::make_unique<tokenizer_detail::AddedTokenMatcher>(data.added_tokens);
   splitter_ = std::make_unique<tokenizer_detail::RegexSplitter>(
-      data.split_regex.empty() ? tokenizer_detail::kQwen2SplitRegex : std::string_view(data.split_regex));
+      data.split_regex.empty() ? tokenizer_detail::kQwen2SplitRegex
+                               : std::string_view(data.split_regex));
   bpe_ = std::make_unique<tokenizer_detail::BpeModel>(data.vocab, data.merges);
 }
 

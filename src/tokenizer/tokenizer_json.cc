@@ -109,10 +109,9 @@ void read_added_tokens(const json& root, const std::string& path, TokenizerData&
         t["id"].get<int64_t>() > kMaxTokenId) {
       throw Error(path + ": added_tokens[" + std::to_string(i) + "] needs an id and a content");
     }
-    const bool special = t.contains("special") && t["special"].is_boolean() && t["special"].get<bool>();
-    data.added_tokens.push_back(
-        AddedToken{static_cast<int32_t>(t["id"].get<int64_t>()), t["content"].get<std::string>(),
-                   special});
+    const bool special = t.contains("special") && t["special"] == true;
+    data.added_tokens.push_back(AddedToken{static_cast<int32_t>(t["id"].get<int64_t>()),
+                                           t["content"].get<std::string>(), special});
   }
 }
 
@@ -217,17 +216,21 @@ TokenizerData load_tokenizer_json(const std::string& path) {
   if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) {
     throw Error(path + ": not a tokenizer.json (no \"model\" object)");
   }
-  const json& model = root["model"];
-  check_model_settings(model, path);
-  if (type_of(root.value("decoder", json())) != "ByteLevel") {
-    throw Error(path + ": decoder is not ByteLevel (not a byte-level BPE tokenizer)");
-  }
   TokenizerData data;
-  data.split_regex = read_pre_tokenizer(root, path);
-  data.normalize_nfc = read_normalizer(root, path);
-  read_vocab(model["vocab"], path, data);
-  read_merges(model["merges"], path, data);
-  read_added_tokens(root, path, data);
+  try {
+    const json& model = root["model"];
+    check_model_settings(model, path);
+    if (type_of(root.value("decoder", json())) != "ByteLevel") {
+      throw Error(path + ": decoder is not ByteLevel (not a byte-level BPE tokenizer)");
+    }
+    data.split_regex = read_pre_tokenizer(root, path);
+    data.normalize_nfc = read_normalizer(root, path);
+    read_vocab(model["vocab"], path, data);
+    read_merges(model["merges"], path, data);
+    read_added_tokens(root, path, data);
+  } catch (const json::exception& e) {  // a field of an unexpected JSON type
+    throw Error(path + ": unexpected structure: " + e.what());
+  }
   read_config(path, data);
   return data;
 }

@@ -19,7 +19,8 @@ struct SplitCase {
 };
 
 const SplitCase kSplitCases[] = {
-    {"<think>\nStep one.\nStep two.\n</think>\n\nThe answer is 4.", false, "Step one.\nStep two.", "The answer is 4.", true},
+    {"<think>\nStep one.\nStep two.\n</think>\n\nThe answer is 4.", false, "Step one.\nStep two.",
+     "The answer is 4.", true},
     {"Step one.\n</think>\n\nThe answer is 4.", false, "Step one.", "The answer is 4.", true},
     {"Step one.\n</think>\n\nThe answer is 4.", true, "Step one.", "The answer is 4.", true},
     {"<think>\n\n</think>\n\nHello", false, "", "Hello", true},
@@ -30,7 +31,8 @@ const SplitCase kSplitCases[] = {
     {"  \n<think>x</think>y", false, "x", "y", true},
     {"Prefix <think>r</think>\n\nc", false, "r", "Prefix c", true},
     {"<think>a</think>b</think>c<think>d", false, "a", "b</think>c<think>d", true},
-    {"<think>\n  indented reasoning  \n</think>\n\n  spaced content  ", false, "  indented reasoning  ", "  spaced content  ", true},
+    {"<think>\n  indented reasoning  \n</think>\n\n  spaced content  ", false,
+     "  indented reasoning  ", "  spaced content  ", true},
     {"", false, "", "", false},
     {"", true, "", "", true},
     {"<thinking>not a tag</thinking>", false, "", "<thinking>not a tag</thinking>", false},
@@ -66,8 +68,9 @@ TEST(ChatOutputParser, StreamingMatchesWholeSplitForEveryChunking) {
   for (const SplitCase& c : kSplitCases) {
     // Without the prompt flag a bare </think> cannot be recognized after content went out.
     const std::string text = c.text;
-    const bool bare_close = text.find("</think>") != std::string::npos &&
-                            (text.find("<think>") == std::string::npos || text.find("<think>") > text.find("</think>"));
+    const bool bare_close =
+        text.find("</think>") != std::string::npos &&
+        (text.find("<think>") == std::string::npos || text.find("<think>") > text.find("</think>"));
     if (bare_close && !c.opened) continue;
     for (size_t chunk = 1; chunk <= text.size() + 1; ++chunk) {
       SCOPED_TRACE(text + " chunk=" + std::to_string(chunk));
@@ -114,31 +117,37 @@ TEST(ChatOutputParser, StreamingBareCloseWithoutPromptFlagEndsAsContent) {
 
 TEST(ChatOutputParser, ParsesQwenToolCalls) {
   const ToolCallParse parsed = parse_tool_calls(
-      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>\n"
-      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\", \"opts\": {\"b\": [1, 2.5, true, null], \"a\": \"ü\"}}}\n</tool_call>");
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"unit\": \"celsius\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\", \"opts\": {\"b\": "
+      "[1, 2.5, true, null], \"a\": \"ü\"}}}\n</tool_call>");
   ASSERT_EQ(parsed.tool_calls.size(), 2u);
   EXPECT_EQ(parsed.tool_calls[0].name, "get_weather");
   EXPECT_EQ(parsed.tool_calls[0].arguments, "{\"city\": \"Paris\", \"unit\": \"celsius\"}");
   EXPECT_EQ(parsed.tool_calls[1].name, "get_time");
-  EXPECT_EQ(parsed.tool_calls[1].arguments, "{\"zone\": \"CET\", \"opts\": {\"b\": [1, 2.5, true, null], \"a\": \"ü\"}}");
+  EXPECT_EQ(parsed.tool_calls[1].arguments,
+            "{\"zone\": \"CET\", \"opts\": {\"b\": [1, 2.5, true, null], \"a\": \"ü\"}}");
   EXPECT_EQ(parsed.content, "Let me check.");
 }
 
 TEST(ChatOutputParser, ToolCallArgumentVariants) {
-  ToolCallParse parsed = parse_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>");
+  ToolCallParse parsed = parse_tool_calls(
+      "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>");
   ASSERT_EQ(parsed.tool_calls.size(), 1u);
   EXPECT_EQ(parsed.tool_calls[0].arguments, "{\"x\": 1}");
   parsed = parse_tool_calls("<tool_call>{\"name\": \"f\"}</tool_call>");
   ASSERT_EQ(parsed.tool_calls.size(), 1u);
   EXPECT_EQ(parsed.tool_calls[0].arguments, "{}");
-  parsed = parse_tool_calls("<tool_call>{\"name\": \"f\", \"parameters\": {\"y\": \"z\"}}</tool_call>");
+  parsed =
+      parse_tool_calls("<tool_call>{\"name\": \"f\", \"parameters\": {\"y\": \"z\"}}</tool_call>");
   ASSERT_EQ(parsed.tool_calls.size(), 1u);
   EXPECT_EQ(parsed.tool_calls[0].arguments, "{\"y\": \"z\"}");
   EXPECT_EQ(parsed.content, "");
 }
 
 TEST(ChatOutputParser, MalformedToolCallsStayContent) {
-  const std::string bad_json = "Before <tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": }\n</tool_call> after";
+  const std::string bad_json =
+      "Before <tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": }\n</tool_call> after";
   ToolCallParse parsed = parse_tool_calls(bad_json);
   EXPECT_TRUE(parsed.tool_calls.empty());
   EXPECT_EQ(parsed.content, bad_json);
@@ -152,7 +161,9 @@ TEST(ChatOutputParser, MalformedToolCallsStayContent) {
   EXPECT_TRUE(parsed.tool_calls.empty());
   EXPECT_EQ(parsed.content, unclosed);
 
-  parsed = parse_tool_calls("<tool_call>nope</tool_call>\n<tool_call>{\"name\": \"ok\", \"arguments\": {}}</tool_call>\nTail");
+  parsed = parse_tool_calls(
+      "<tool_call>nope</tool_call>\n<tool_call>{\"name\": \"ok\", \"arguments\": "
+      "{}}</tool_call>\nTail");
   ASSERT_EQ(parsed.tool_calls.size(), 1u);
   EXPECT_EQ(parsed.tool_calls[0].name, "ok");
   EXPECT_EQ(parsed.content, "<tool_call>nope</tool_call>Tail");
@@ -167,7 +178,8 @@ TEST(ChatOutputParser, TextWithoutToolCallsIsUnchanged) {
 
 TEST(ChatOutputParser, ReasoningThenToolCalls) {
   const ReasoningSplit split = split_reasoning(
-      "<think>\nNeed weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>");
+      "<think>\nNeed weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+      "{\"city\": \"Oslo\"}}\n</tool_call>");
   EXPECT_EQ(split.reasoning_content, "Need weather.");
   const ToolCallParse parsed = parse_tool_calls(split.content);
   ASSERT_EQ(parsed.tool_calls.size(), 1u);

@@ -1,13 +1,14 @@
 // ChatTemplate: every (template, conversation) fixture pair renders byte-identically to the
 // output @huggingface/jinja produced (tests/fixtures/chat/generate.mjs), syntax errors name the
 // line, runtime errors and raise_exception propagate.
+#include "chat/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <map>
 #include <sstream>
 
-#include "chat/chat_template.h"
 #include "core/error.h"
 
 namespace qs {
@@ -15,7 +16,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string fixture_path(const std::string& name) { return std::string(QS_FIXTURES_DIR) + "/chat/" + name; }
+std::string fixture_path(const std::string& name) {
+  return std::string(QS_FIXTURES_DIR) + "/chat/" + name;
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -76,7 +79,8 @@ struct Divergence {
 };
 const Divergence kDivergences[] = {
     {"qwen3.jinja", "unicode_spaces", "</think>\n\nline-sep", "</think>\n\n\u2028line-sep",
-     "str.lstrip('\\n') strips only newlines (Python); the reference ignores the argument and trims "
+     "str.lstrip('\\n') strips only newlines (Python); the reference ignores the argument and "
+     "trims "
      "all whitespace, here U+2028"},
 };
 
@@ -92,7 +96,8 @@ TEST(ChatTemplateFixtures, EveryPairMatchesReference) {
   const Json expected = read_json(fixture_path("expected.json"));
   ASSERT_GE(conversations.size(), 60u);
   std::map<std::string, Json> by_id;
-  for (const Json& conversation : conversations) by_id[conversation.at("id").get<std::string>()] = conversation;
+  for (const Json& conversation : conversations)
+    by_id[conversation.at("id").get<std::string>()] = conversation;
   std::map<std::string, std::unique_ptr<ChatTemplate>> templates;
   size_t compared = 0;
   size_t errors = 0;
@@ -128,7 +133,8 @@ TEST(ChatTemplateFixtures, EveryPairMatchesReference) {
     }
     if (got != want) ADD_FAILURE() << describe_difference(want, got);
   }
-  EXPECT_EQ(compared, templates.size() * conversations.size()) << "expected.json is stale; rerun generate.mjs";
+  EXPECT_EQ(compared, templates.size() * conversations.size())
+      << "expected.json is stale; rerun generate.mjs";
   EXPECT_GE(templates.size(), 6u);
   EXPECT_LT(errors, compared / 4) << "too many fixture pairs are render errors";
 }
@@ -148,7 +154,8 @@ TEST(ChatTemplateErrors, SyntaxErrorsNameTheLine) {
       {"x\ny\n{{ 'unterminated }}", "chat template line 3: unterminated string literal"},
       {"{# comment\nwithout end", "chat template line 1: comment is never closed"},
       {"{% endif %}", "chat template line 1: unknown statement 'endif'"},
-      {"{% if a %}{% else %}{% else %}{% endif %}", "chat template line 1: unknown statement 'else'"},
+      {"{% if a %}{% else %}{% else %}{% endif %}",
+       "chat template line 1: unknown statement 'else'"},
       {"{{ a.'b' }}", "chat template line 1: expected a name or an integer after '.'"},
       {"\n\n{{ 'a' @ 'b' }}", "chat template line 3: unexpected character '@'"},
       {"{{ '\\q' }}", "chat template line 1: unexpected escaped character 'q'"},
@@ -168,7 +175,8 @@ TEST(ChatTemplateErrors, SyntaxErrorsNameTheLine) {
 
 TEST(ChatTemplateErrors, LinesSurviveWhitespaceControl) {
   // trim_blocks and `-` delete newlines before tokenizing; lines still refer to the source.
-  EXPECT_EQ(error_of("{% if true -%}\n\n\n   {{ 1 + }}{% endif %}"), "chat template line 4: expected an expression, got '}}'");
+  EXPECT_EQ(error_of("{% if true -%}\n\n\n   {{ 1 + }}{% endif %}"),
+            "chat template line 4: expected an expression, got '}}'");
 }
 
 TEST(ChatTemplateErrors, RaiseExceptionPropagatesItsMessage) {
@@ -184,20 +192,49 @@ TEST(ChatTemplateErrors, RaiseExceptionPropagatesItsMessage) {
 }
 
 TEST(ChatTemplateErrors, RuntimeErrorsNameTheLine) {
-  EXPECT_EQ(error_of("a\n{{ none + 1 }}"), "chat template line 2: Cannot perform operation on null values");
+  EXPECT_EQ(error_of("a\n{{ none + 1 }}"),
+            "chat template line 2: Cannot perform operation on null values");
   EXPECT_EQ(error_of("{% for x in 3 %}{% endfor %}"),
             "chat template line 1: Expected iterable or object type in for loop: got IntegerValue");
-  EXPECT_EQ(error_of("\n\n{{ x.upper() }}", {{"x", 5}}),
-            "chat template line 3: Cannot call something that is not a function: got UndefinedValue");
-  EXPECT_EQ(error_of("{{ [1] | frob }}"), "chat template line 1: Unknown filter \"frob\" for ArrayValue");
+  EXPECT_EQ(
+      error_of("\n\n{{ x.upper() }}", {{"x", 5}}),
+      "chat template line 3: Cannot call something that is not a function: got UndefinedValue");
+  EXPECT_EQ(error_of("{{ [1] | frob }}"),
+            "chat template line 1: Unknown filter \"frob\" for ArrayValue");
   EXPECT_EQ(error_of("{{ 1 is frob }}"), "chat template line 1: Unknown test: frob");
   EXPECT_EQ(error_of("{% break %}"), "chat template: 'break' outside of a loop");
-  EXPECT_EQ(error_of("{{ x }}", {{"true", 1}}), "chat template: context variable 'true' collides with a builtin");
+  EXPECT_EQ(error_of("{{ x }}", {{"true", 1}}),
+            "chat template: context variable 'true' collides with a builtin");
 }
 
 TEST(ChatTemplateErrors, RecursionIsBounded) {
-  EXPECT_NE(error_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("nested too deeply"), std::string::npos);
-  EXPECT_NE(error_of("{{ " + std::string(5000, '(') + "1 }}").find("nested too deeply"), std::string::npos);
+  EXPECT_NE(error_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ " + std::string(5000, '(') + "1 }}").find("nested too deeply"),
+            std::string::npos);
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 1000; ++i) chain += " + 1";
+  EXPECT_NE(error_of(chain + " }}").find("expression is too long"), std::string::npos);
+  Json deep = Json::array();
+  for (int i = 0; i < 1200; ++i) {
+    Json outer = Json::array();
+    outer.push_back(std::move(deep));
+    deep = std::move(outer);
+  }
+  Json context = Json::object();
+  context["x"] = std::move(deep);
+  EXPECT_NE(error_of("{{ x | tojson }}", context).find("nested too deeply"), std::string::npos);
+  const std::string built =
+      "{% set ns = namespace(x=[]) %}{% for i in range(1200) %}{% set ns.x = [ns.x] %}{% endfor %}"
+      "{{ ns.x }}";
+  EXPECT_NE(error_of(built).find("nested too deeply"), std::string::npos);
+}
+
+TEST(ChatTemplateErrors, CallerCannotOutliveItsCallBlock) {
+  const std::string source =
+      "{% set ns = namespace() %}{% macro keep() %}{% set ns.c = caller %}{% endmacro %}"
+      "{% for i in [1] %}{% call keep() %}x{% endcall %}{% endfor %}{{ ns.c() }}";
+  EXPECT_EQ(error_of(source), "chat template line 1: caller() used outside of its call block");
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ std::string error_of(Fn&& fn) {
 TokenizerData tiny_data() {
   TokenizerData data;
   for (int b = 0; b < 256; ++b) {
-    data.vocab.push_back(tokenizer_detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
+    const std::string byte(1, static_cast<char>(b));
+    data.vocab.push_back(tokenizer_detail::bytes_to_byte_level(byte));
   }
   data.vocab.push_back("ab");
   data.vocab.push_back("abc");

@@ -28,7 +28,9 @@ GgufArrays to_gguf_arrays(const TokenizerData& data) {
   GgufArrays g;
   g.tokens.resize(kQwen3ConfigVocabSize);
   g.token_types.assign(kQwen3ConfigVocabSize, 5);
-  for (int32_t id = 0; id < kQwen3ConfigVocabSize; ++id) g.tokens[id] = "[PAD" + std::to_string(id) + "]";
+  for (int32_t id = 0; id < kQwen3ConfigVocabSize; ++id) {
+    g.tokens[id] = "[PAD" + std::to_string(id) + "]";
+  }
   for (size_t id = 0; id < data.vocab.size(); ++id) {
     if (data.vocab[id].empty()) continue;
     g.tokens[id] = data.vocab[id];

@@ -21,7 +21,8 @@ std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bo
   std::string text;
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string chunk = decoder.feed(ids[i]);
-    EXPECT_TRUE(tokenizer_detail::utf8_is_valid(chunk)) << "chunk after id #" << i << " (" << ids[i] << ")";
+    EXPECT_TRUE(tokenizer_detail::utf8_is_valid(chunk))
+        << "chunk after id #" << i << " (" << ids[i] << ")";
     EXPECT_LE(decoder.pending_bytes(), 3u);
     text += chunk;
   }
@@ -33,7 +34,8 @@ std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bo
 
 // Id of the single-byte token for byte `b`.
 int32_t byte_token(const Tokenizer& tok, uint8_t b) {
-  return *tok.token_to_id(tokenizer_detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
+  const std::string byte(1, static_cast<char>(b));
+  return *tok.token_to_id(tokenizer_detail::bytes_to_byte_level(byte));
 }
 
 TEST(IncrementalDecoder, CorpusStreamEqualsFullDecode) {

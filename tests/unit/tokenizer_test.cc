@@ -41,7 +41,8 @@ TEST(TokenizerCorpus, DecodeRoundTripsToNfcText) {
   for (const auto& c : corpus_cases()) {
     ASSERT_TRUE(tokenizer_detail::utf8_is_valid(c.text)) << c.tag;
     const std::string decoded = tok.decode(tok.encode(c.text));
-    EXPECT_EQ(decoded, tokenizer_detail::nfc_normalize(c.text)) << "[" << c.tag << "] " << escaped(c.text);
+    EXPECT_EQ(decoded, tokenizer_detail::nfc_normalize(c.text))
+        << "[" << c.tag << "] " << escaped(c.text);
     EXPECT_EQ(decoded, c.decoded) << "[" << c.tag << "] " << escaped(c.text);
   }
 }
