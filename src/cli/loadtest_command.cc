@@ -13,6 +13,7 @@
 #include "loadtest/report.h"
 #include "loadtest/runner.h"
 #include "loadtest/workload.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qs::cli {
 namespace {
@@ -38,6 +39,7 @@ struct LoadtestOptions {
   std::string dump_requests;
   double timeout_s = 600;
   bool no_tokenize = false;
+  std::string tokenizer_path;
   bool quiet = false;
 };
 
@@ -73,14 +75,26 @@ loadtest::EndpointConfig endpoint_config(const LoadtestOptions& opt) {
   return {opt.url, opt.api_key, opt.model, opt.endpoint == "chat", opt.timeout_s};
 }
 
+// Prompt sizing: the local tokenizer given by --tokenizer, else the server's /tokenize (unless
+// --no-tokenize), else one token per word.
+loadtest::TokenCounter make_token_counter(const LoadtestOptions& opt,
+                                          const loadtest::EndpointConfig& endpoint) {
+  if (!opt.tokenizer_path.empty()) {
+    std::string path = opt.tokenizer_path;
+    if (path.size() < 5 || path.compare(path.size() - 5, 5, ".json") != 0) path += "/tokenizer.json";
+    auto tokenizer = std::make_shared<Tokenizer>(load_tokenizer_json(path));
+    return [tokenizer](const std::string& text) -> std::optional<int> {
+      return static_cast<int>(tokenizer->encode(text).size());
+    };
+  }
+  if (opt.no_tokenize) return nullptr;
+  auto client = std::make_shared<loadtest::StreamClient>(endpoint);
+  return [client](const std::string& text) { return client->count_tokens(text); };
+}
+
 std::vector<loadtest::Conversation> make_workload(const LoadtestOptions& opt,
                                                   const loadtest::EndpointConfig& endpoint) {
-  loadtest::StreamClient tokenizer_client(endpoint);
-  loadtest::TokenCounter counter;
-  if (!opt.no_tokenize) {
-    counter = [&](const std::string& text) { return tokenizer_client.count_tokens(text); };
-  }
-  loadtest::PromptBuilder prompts(counter, opt.seed);
+  loadtest::PromptBuilder prompts(make_token_counter(opt, endpoint), opt.seed);
   loadtest::WorkloadOptions w;
   w.num_requests = opt.num_requests;
   w.turns_per_user = opt.multi_turn;
@@ -90,11 +104,11 @@ std::vector<loadtest::Conversation> make_workload(const LoadtestOptions& opt,
   w.seed = opt.seed;
   auto workload = loadtest::build_workload(w, prompts);
   if (opt.dataset.empty() && !opt.quiet) {
+    const char* how = !prompts.measured()          ? "estimated at one token per word"
+                      : opt.tokenizer_path.empty() ? "fitted with the server's /tokenize"
+                                                   : "fitted with --tokenizer";
     std::cerr << "loadtest: " << workload.size() << " conversations, " << opt.num_requests
-              << " requests; prompt lengths "
-              << (prompts.measured() ? "fitted with the server's /tokenize"
-                                     : "estimated (one token per word; no /tokenize)")
-              << "\n";
+              << " requests; prompt lengths " << how << "\n";
   }
   return workload;
 }
@@ -179,6 +193,8 @@ Command register_loadtest(CLI::App& app) {
   app.add_option("--timeout", opt->timeout_s, "Read timeout per request (s)")->capture_default_str();
   app.add_flag("--json", opt->json, "Print one JSON object per level instead of a table");
   app.add_option("--dump-requests", opt->dump_requests, "Write one JSON line per request (raw measurements)");
+  app.add_option("--tokenizer", opt->tokenizer_path,
+                 "tokenizer.json (or its directory) to size prompts locally instead of /tokenize");
   app.add_flag("--no-tokenize", opt->no_tokenize, "Do not call the server's /tokenize to size prompts");
   app.add_flag("-q,--quiet", opt->quiet, "No progress output on stderr");
   return [opt] { return run_loadtest(*opt); };

@@ -39,23 +39,21 @@ std::pair<std::string, std::string> split_url(const std::string& url) {
   return {host, prefix};
 }
 
-const nlohmann::json* content_of(const nlohmann::json& choice, bool chat) {
-  if (chat) {
-    const auto delta = choice.find("delta");
-    if (delta == choice.end() || !delta->is_object()) return nullptr;
-    for (const char* key : {"content", "reasoning_content"}) {
-      const auto it = delta->find(key);
-      if (it != delta->end() && it->is_string() && !it->get_ref<const std::string&>().empty()) {
-        return &*it;
-      }
-    }
-    return nullptr;
-  }
-  const auto text = choice.find("text");
-  if (text == choice.end() || !text->is_string() || text->get_ref<const std::string&>().empty()) {
-    return nullptr;
-  }
-  return &*text;
+// The text of a choice's chunk, or nullptr when it carries none. `reasoning` is set when the text
+// is chat reasoning_content (counted as a token chunk but kept out of the conversation history).
+const nlohmann::json* content_of(const nlohmann::json& choice, bool chat, bool& reasoning) {
+  reasoning = false;
+  auto non_empty = [](const nlohmann::json& obj, const char* key) -> const nlohmann::json* {
+    const auto it = obj.find(key);
+    if (it == obj.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) return nullptr;
+    return &*it;
+  };
+  if (!chat) return non_empty(choice, "text");
+  const auto delta = choice.find("delta");
+  if (delta == choice.end() || !delta->is_object()) return nullptr;
+  if (const nlohmann::json* content = non_empty(*delta, "content")) return content;
+  reasoning = true;
+  return non_empty(*delta, "reasoning_content");
 }
 
 }  // namespace
@@ -74,7 +72,8 @@ bool apply_chunk(const nlohmann::json& chunk, bool chat, Clock::time_point sent,
   const auto choices = chunk.find("choices");
   if (choices != chunk.end() && choices->is_array() && !choices->empty()) {
     const auto& choice = (*choices)[0];
-    if (const nlohmann::json* content = content_of(choice, chat)) {
+    bool reasoning = false;
+    if (const nlohmann::json* content = content_of(choice, chat, reasoning)) {
       if (!last_content) {
         record.ttft_ms = ms_between(sent, now);
       } else {
@@ -82,7 +81,7 @@ bool apply_chunk(const nlohmann::json& chunk, bool chat, Clock::time_point sent,
       }
       last_content = now;
       ++record.content_chunks;
-      record.text += content->get_ref<const std::string&>();
+      if (!reasoning) record.text += content->get_ref<const std::string&>();
     }
     const auto finish = choice.find("finish_reason");
     if (finish != choice.end() && finish->is_string()) record.finish_reason = finish->get<std::string>();
@@ -136,88 +135,119 @@ nlohmann::json StreamClient::request_body(const nlohmann::json& messages, const 
   return body;
 }
 
+namespace {
+
+// State of one response being read: the SSE parser feeding apply_chunk, and the error body of a
+// non-200 reply.
+struct StreamReader {
+  StreamReader(bool chat, RequestRecord& record)
+      : chat(chat), record(record), parser([this](const SseEvent& e) { on_event(e); }) {}
+  StreamReader(const StreamReader&) = delete;  // the parser's handler points at this object
+  StreamReader& operator=(const StreamReader&) = delete;
+
+  void on_event(const SseEvent& event) {
+    if (done || failed_payload) return;
+    if (event.is_done()) {
+      done = true;
+      return;
+    }
+    const auto chunk = nlohmann::json::parse(event.data, nullptr, /*allow_exceptions=*/false);
+    if (chunk.is_discarded()) {
+      record.error = "unparsable SSE data: " + event.data.substr(0, kMaxErrorBodyBytes);
+      failed_payload = true;
+    } else if (!apply_chunk(chunk, chat, sent, Clock::now(), last_content, record)) {
+      failed_payload = true;
+    }
+  }
+
+  bool on_body(const char* data, size_t size) {
+    if (status != 200) {
+      const size_t room = kMaxErrorBodyBytes - std::min(kMaxErrorBodyBytes, error_body.size());
+      error_body.append(data, std::min(room, size));
+    } else {
+      parser.feed(data, size);
+    }
+    return true;
+  }
+
+  // Sets record.status (and error) once the exchange is over.
+  void finish(bool sent_ok, httplib::Error err) {
+    if (record.output_tokens == 0) record.output_tokens = record.content_chunks;
+    if (!sent_ok || err != httplib::Error::Success) {
+      record.status = transport_error_name(err);
+      record.error = httplib::to_string(err);
+    } else if (status != 200) {
+      record.status = std::to_string(status);
+      record.error = error_body.empty() ? "HTTP " + record.status : error_body;
+    } else if (failed_payload) {
+      record.status = "stream_error";
+    } else if (!done) {
+      record.status = "incomplete";
+      record.error = "stream ended without data: [DONE]";
+    } else {
+      record.status = "200";
+    }
+  }
+
+  bool chat;
+  RequestRecord& record;
+  SseParser parser;
+  Clock::time_point sent;
+  std::optional<Clock::time_point> last_content;
+  int status = -1;
+  std::string error_body;
+  bool failed_payload = false;
+  bool done = false;
+};
+
+}  // namespace
+
 RequestRecord StreamClient::generate(const nlohmann::json& messages, const std::string& prompt,
                                      int max_tokens, Clock::time_point run_start) {
   RequestRecord record;
   record.max_tokens = max_tokens;
   record.ttft_ms = std::numeric_limits<double>::quiet_NaN();
-  std::optional<Clock::time_point> last_content;
-  std::string error_body;
-  bool failed_payload = false;
-  bool done = false;
-
+  StreamReader reader(config_.chat, record);
   httplib::Request req;
   req.method = "POST";
   req.path = path_;
   req.body = request_body(messages, prompt, max_tokens).dump();
   req.set_header("Content-Type", "application/json");
   req.set_header("Accept", "text/event-stream");
-  int status = -1;
-  Clock::time_point sent;
-  SseParser parser([&](const SseEvent& event) {
-    if (done || failed_payload) return;
-    if (event.is_done()) {
-      done = true;
-      return;
-    }
-    nlohmann::json chunk = nlohmann::json::parse(event.data, nullptr, /*allow_exceptions=*/false);
-    if (chunk.is_discarded()) {
-      record.error = "unparsable SSE data: " + event.data.substr(0, kMaxErrorBodyBytes);
-      failed_payload = true;
-      return;
-    }
-    if (!apply_chunk(chunk, config_.chat, sent, Clock::now(), last_content, record)) {
-      failed_payload = true;
-    }
-  });
   req.response_handler = [&](const httplib::Response& res) {
-    status = res.status;
+    reader.status = res.status;
     return true;
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    if (status != 200) {
-      const size_t room = kMaxErrorBodyBytes - std::min(kMaxErrorBodyBytes, error_body.size());
-      error_body.append(data, std::min(room, size));
-      return true;
-    }
-    parser.feed(data, size);
-    return true;
+    return reader.on_body(data, size);
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  sent = Clock::now();
-  record.start_s = std::chrono::duration<double>(sent - run_start).count();
+  reader.sent = Clock::now();
+  record.start_s = std::chrono::duration<double>(reader.sent - run_start).count();
   const bool sent_ok = client_->send(req, res, err);
-  const Clock::time_point end = Clock::now();
-  record.e2e_ms = ms_between(sent, end);
-  if (record.output_tokens == 0) record.output_tokens = record.content_chunks;
-
-  if (!sent_ok || err != httplib::Error::Success) {
-    record.status = transport_error_name(err);
-    record.error = httplib::to_string(err);
-  } else if (status != 200) {
-    record.status = std::to_string(status);
-    record.error = error_body.empty() ? "HTTP " + record.status : error_body;
-  } else if (failed_payload) {
-    record.status = "stream_error";
-  } else if (!done) {
-    record.status = "incomplete";
-    record.error = "stream ended without data: [DONE]";
-  } else {
-    record.status = "200";
-  }
+  record.e2e_ms = ms_between(reader.sent, Clock::now());
+  reader.finish(sent_ok, err);
   return record;
 }
 
 std::optional<int> StreamClient::count_tokens(const std::string& text) {
-  const nlohmann::json body = {{"prompt", text}};
+  if (tokenize_unavailable_) return std::nullopt;
+  // "prompt" for qwenserve and vLLM, "content" for llama.cpp's server.
+  nlohmann::json body = {{"prompt", text}, {"content", text}};
+  if (!config_.model.empty()) body["model"] = config_.model;
   auto res = client_->Post(tokenize_path_, body.dump(), "application/json");
-  if (!res || res->status != 200) return std::nullopt;
-  const auto j = nlohmann::json::parse(res->body, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
-  if (j.contains("count") && j["count"].is_number_integer()) return j["count"].get<int>();
-  if (j.contains("tokens") && j["tokens"].is_array()) return static_cast<int>(j["tokens"].size());
-  return std::nullopt;
+  std::optional<int> count;
+  if (res && res->status == 200) {
+    const auto j = nlohmann::json::parse(res->body, nullptr, false);
+    if (j.is_object() && j.contains("count") && j["count"].is_number_integer()) {
+      count = j["count"].get<int>();
+    } else if (j.is_object() && j.contains("tokens") && j["tokens"].is_array()) {
+      count = static_cast<int>(j["tokens"].size());
+    }
+  }
+  if (!count) tokenize_unavailable_ = true;  // do not ask again for every prompt
+  return count;
 }
 
 }  // namespace qs::loadtest

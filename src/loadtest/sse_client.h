@@ -7,7 +7,7 @@
 //   output tokens = usage.completion_tokens of the final usage chunk when the server sends one
 //                   (stream_options.include_usage), else the number of content chunks.
 // "Content" is choices[0].delta.content (or delta.reasoning_content) for chat and choices[0].text
-// for completions.
+// for completions. Only delta.content goes into RequestRecord::text (the multi-turn history).
 #pragma once
 
 #include <chrono>
@@ -71,7 +71,7 @@ class StreamClient {
                          Clock::time_point run_start);
 
   // Token count of `text` from the server's POST /tokenize ({"prompt": text} -> {"count": n} or
-  // {"tokens": [...]}); nullopt when the route is missing or fails.
+  // {"tokens": [...]}); nullopt when the route is missing or fails (then never asked again).
   std::optional<int> count_tokens(const std::string& text);
 
   // Generation path, e.g. "/v1/chat/completions".
@@ -85,6 +85,7 @@ class StreamClient {
   std::string path_;
   std::string tokenize_path_;
   std::unique_ptr<httplib::Client> client_;
+  bool tokenize_unavailable_ = false;
 };
 
 // Applies one parsed SSE data payload (a JSON chunk) to a record; returns false on an error

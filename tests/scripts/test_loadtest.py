@@ -11,8 +11,10 @@ witness: each request streams output_tokens == max_tokens unless it finished wit
 content chunk count matches the ITL list, completions prompts have the token count asked for
 (sized with the server's /tokenize), and in a multi-turn run turn 2's prompt contains turn 1's
 prompt and reply (prompt_tokens grows by at least the first reply's tokens).
+The server runs with --no-output-guard, so a "length" finish means max_tokens was reached.
 Runs: closed loop --concurrency 1,3 (chat), open loop --request-rate (completions), --multi-turn 2,
-the human table, and a refused connection counted under errors["connect"].
+the human table (prompts sized with --tokenizer), and a refused connection counted under
+errors["connect"].
 
 Env: QS_BIN, QS_SOURCE_DIR, QS_TOKENIZER_DIR, QS_WORK_DIR (scratch: QS_WORK_DIR/loadtest).
 """
@@ -70,7 +72,7 @@ def start_server(model):
     port = free_port()
     log = open(os.path.join(WORK, "server.log"), "w")
     proc = subprocess.Popen([QS_BIN, "serve", "--model", model, "--port", str(port), "--threads", "2",
-                             "--log-format", "none"], stdout=log, stderr=subprocess.STDOUT)
+                             "--log-format", "none", "--no-output-guard"], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -138,7 +140,7 @@ def check_level(name, level, records, num_requests):
     check_summary(f"{name} tpot_ms", level["tpot_ms"], summary(tpot))
     check_summary(f"{name} itl_ms", level["itl_ms"], summary(itl))
     duration = level["duration_s"]
-    last_end = max(r["start_s"] + r["e2e_ms"] / 1000 for r in records)
+    last_end = max(r["start_s"] + r["e2e_ms"] / 1000 for r in records if r["e2e_ms"] is not None)
     check(last_end <= duration + 1e-6, f"{name}: duration_s {duration} < last request end {last_end}")
     check(close(level["output_throughput"], sum(r["output_tokens"] for r in ok) / duration),
           f"{name}: output_throughput {level['output_throughput']}")
@@ -212,10 +214,15 @@ def main():
                     check(t2["start_s"] >= t1["start_s"] + t1["e2e_ms"] / 1000 - 1e-6,
                           f"conversation {c}: turn 2 started before turn 1 ended")
 
-        print("human table", flush=True)
+        print("human table, completions, prompts sized with --tokenizer", flush=True)
+        dump = os.path.join(WORK, "table.jsonl")
         p = loadtest(url, "--concurrency", "2", "--num-requests", "4", "--input-tokens", "8",
-                     "--output-tokens", "4", "--slo-ttft-ms", "10000", "--slo-itl-ms", "10000")
+                     "--output-tokens", "4", "--slo-ttft-ms", "10000", "--slo-itl-ms", "10000",
+                     "--endpoint", "completions", "--tokenizer", TOKENIZER, dump=dump)
         check("ttft_ms" in p.stdout and "concurrency 2" in p.stdout, f"table output: {p.stdout}")
+        check("--tokenizer" in p.stderr, f"table run did not size prompts with --tokenizer: {p.stderr}")
+        for r in read_dump(dump):
+            check(r["prompt_tokens"] == 8, f"--tokenizer conv {r['conversation']}: prompt_tokens {r['prompt_tokens']} != 8")
     finally:
         proc.terminate()
         try:
