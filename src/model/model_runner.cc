@@ -11,6 +11,9 @@ namespace qs {
 
 namespace {
 constexpr int64_t kMaxHeadDim = 512;
+// Tokens whose quantized activations are held at once by the matmul scratch (~1.1 bytes per
+// input feature each); larger batches are processed in chunks of this many tokens.
+constexpr int64_t kMaxMatmulChunkTokens = 512;
 }
 
 ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights, KvCache& cache,
@@ -21,8 +24,9 @@ ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights,
       pool_(pool),
       max_batch_tokens_(max_batch_tokens),
       max_context_tokens_(max_context_tokens),
-      scratch_(pool.n_threads(), std::max({config.hidden_size, config.intermediate_size,
-                                           config.q_dim()})) {
+      scratch_(pool.n_threads(),
+               std::max({config.hidden_size, config.intermediate_size, config.q_dim()}),
+               std::min<int64_t>(std::max<int64_t>(max_batch_tokens, 1), kMaxMatmulChunkTokens)) {
   if (config.head_dim > kMaxHeadDim) {
     throw Error("head_dim " + std::to_string(config.head_dim) + " exceeds the supported " +
                 std::to_string(kMaxHeadDim));

@@ -4,71 +4,80 @@
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cpu/vec_dot.h"
+#include "kernels/cpu/dot_kernels.h"
 
 namespace qs::kernels {
 
-MatmulScratch::MatmulScratch(int n_threads, int64_t max_in_features)
-    : tile_floats_(static_cast<size_t>(kRowsPerTile * max_in_features)),
-      buffer_(tile_floats_ * static_cast<size_t>(std::max(1, n_threads))) {}
-
 namespace {
-
-// Computes rows [row_begin, row_end) of y for all tokens from f32 rows `rows` (row stride `in`).
-void tile_times_tokens(const float* rows, int64_t row_begin, int64_t row_end, int64_t in,
-                       const float* x, int64_t n_tokens, int64_t out, float* y, const float* bias) {
-  const int64_t n_rows = row_end - row_begin;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* xt = x + t * in;
-    float* yt = y + t * out + row_begin;
-    int64_t r = 0;
-    for (; r + 4 <= n_rows; r += 4) {
-      const float* group[4] = {rows + r * in, rows + (r + 1) * in, rows + (r + 2) * in,
-                               rows + (r + 3) * in};
-      dot4_f32(xt, group, in, yt + r);
-    }
-    for (; r < n_rows; ++r) yt[r] = dot_f32(xt, rows + r * in, in);
-    if (bias != nullptr) {
-      for (int64_t i = 0; i < n_rows; ++i) yt[i] += bias[row_begin + i];
-    }
-  }
+// Bytes per activation row in the widest format (Q8_K: 292 bytes per 256, >= Q8_0A's 36 per 32).
+size_t max_activation_row_bytes(int64_t in) {
+  return static_cast<size_t>((in + kBlockK - 1) / kBlockK) * sizeof(BlockQ8_K);
 }
-
 }  // namespace
 
-void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y,
-            ThreadPool& pool, MatmulScratch& scratch, const float* bias) {
+MatmulScratch::MatmulScratch(int /*n_threads*/, int64_t max_in_features, int64_t max_tokens)
+    : max_in_features_(max_in_features),
+      max_tokens_(std::max<int64_t>(1, max_tokens)),
+      buffer_(max_activation_row_bytes(max_in_features) * static_cast<size_t>(max_tokens_)) {}
+
+void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            MatmulScratch& scratch, const float* bias) {
+  matmul_with(active_dot_kernels(), weight, x, n_tokens, y, pool, scratch, bias);
+}
+
+void matmul_with(const DotKernels& kernels, const TensorView& weight, const float* x, int64_t n_tokens,
+                 float* y, ThreadPool& pool, MatmulScratch& scratch, const float* bias) {
   const int64_t out = weight.rows();
   const int64_t in = weight.cols();
-  const size_t row_stride_bytes = row_bytes(weight.dtype, in);
-  // F32 rows are used in place when 4-byte aligned; otherwise they go through the scratch tile.
-  const bool is_f32 = weight.dtype == DType::F32 && reinterpret_cast<uintptr_t>(weight.data) % 4 == 0 &&
-                      row_stride_bytes % 4 == 0;
-  if (in > scratch.max_in_features() || pool.n_threads() > scratch.n_threads()) {
+  const ActivationFormat format = activation_format(weight.dtype);  // throws for unknown types
+  const RowDotFn dot = kernels.row_dot(weight.dtype);
+  const size_t weight_stride = row_bytes(weight.dtype, in);        // throws for partial blocks
+  if (in > scratch.max_in_features()) {
     throw Error("matmul: weight '" + weight.name + "' is wider than the scratch buffers");
   }
-  if (weight.dtype != DType::F32 && weight.dtype != DType::F16 && weight.dtype != DType::BF16 &&
-      weight.dtype != DType::Q8_0) {
-    throw Error("matmul: weight '" + weight.name + "' has unsupported type " +
-                std::string(dtype_name(weight.dtype)));
-  }
+  const bool float_act = format == ActivationFormat::kF32;
+  const size_t act_stride = float_act ? in * sizeof(float) : activation_row_bytes(format, in);
+  const int64_t chunk_tokens = float_act ? n_tokens : scratch.max_tokens();
   const int64_t n_tiles = (out + kRowsPerTile - 1) / kRowsPerTile;
-  pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int thread) {
-    float* tile = scratch.tile(thread);
-    for (int64_t tile_index = tile_begin; tile_index < tile_end; ++tile_index) {
-      const int64_t row_begin = tile_index * kRowsPerTile;
-      const int64_t row_end = std::min(out, row_begin + kRowsPerTile);
-      const uint8_t* src = weight.data + static_cast<size_t>(row_begin) * row_stride_bytes;
-      const float* rows = reinterpret_cast<const float*>(src);
-      if (!is_f32) {
-        for (int64_t r = 0; r < row_end - row_begin; ++r) {
-          dequantize_row(weight.dtype, src + r * row_stride_bytes, tile + r * in, in);
+
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk_tokens) {
+    const int64_t nt = std::min(chunk_tokens, n_tokens - t0);
+    const uint8_t* act = reinterpret_cast<const uint8_t*>(x + t0 * in);
+    if (!float_act) {
+      uint8_t* buffer = scratch.activations();
+      pool.parallel_for(nt, [&](int64_t begin, int64_t end, int) {
+        for (int64_t t = begin; t < end; ++t) {
+          const float* row = x + (t0 + t) * in;
+          if (format == ActivationFormat::kQ8_0A) {
+            kernels.quantize_q8_0a(row, reinterpret_cast<BlockQ8_0A*>(buffer + t * act_stride), in);
+          } else {
+            kernels.quantize_q8_k(row, reinterpret_cast<BlockQ8_K*>(buffer + t * act_stride), in);
+          }
         }
-        rows = tile;
-      }
-      tile_times_tokens(rows, row_begin, row_end, in, x, n_tokens, out, y, bias);
+      });
+      act = buffer;
     }
-  });
+    pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int) {
+      float dots[kTokensPerTile];
+      const int64_t row_begin = tile_begin * kRowsPerTile;
+      const int64_t row_end = std::min(out, tile_end * kRowsPerTile);
+      for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowsPerTile) {
+        const int64_t r1 = std::min(row_end, r0 + kRowsPerTile);
+        for (int64_t tt = 0; tt < nt; tt += kTokensPerTile) {
+          const int n_act = static_cast<int>(std::min<int64_t>(kTokensPerTile, nt - tt));
+          for (int64_t r = r0; r < r1; ++r) {
+            dot(in, weight.data + r * weight_stride, act + tt * act_stride, act_stride, n_act, dots);
+            float* yr = y + (t0 + tt) * out + r;
+            if (bias != nullptr) {
+              for (int j = 0; j < n_act; ++j) yr[j * out] = dots[j] + bias[r];
+            } else {
+              for (int j = 0; j < n_act; ++j) yr[j * out] = dots[j];
+            }
+          }
+        }
+      }
+    });
+  }
 }
 
 }  // namespace qs::kernels

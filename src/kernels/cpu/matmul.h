@@ -1,15 +1,18 @@
-// y = x W^T for a weight matrix of any supported type, f32 activations.
+// y = x W^T for a weight matrix of any supported type.
 //
-// Shapes: W [out, in] (TensorView, F32/F16/BF16/Q8_0), x [n_tokens, in] f32, y [n_tokens, out] f32.
-// y[t, r] = sum_i x[t, i] * W[r, i].
+// Shapes: W [out, in] (TensorView of F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, read in place),
+// x [n_tokens, in] f32, y [n_tokens, out] f32. y[t, r] = sum_i x[t, i] * W[r, i] (+ bias[r]).
 //
-// Design: threads split the output rows; each thread takes tiles of kRowsPerTile rows, converts
-// them to f32 once into its scratch (skipped for F32 weights) and reuses them for every token, so
-// each weight byte is read once per call. Float compute; the quantized integer kernels come with
-// the CPU kernels work.
+// Design: float weights are dotted with the f32 activations directly. For integer weights each
+// activation row is quantized once per call into int8 blocks (Q8_0A for Q8_0/Q4_0, Q8_K for the
+// K-quants, see kernels/cpu/dot_kernels.h) in the scratch buffer; the dots then run on int8 pairs.
+// Threads split the output rows into contiguous ranges of kRowsPerTile-row tiles; inside a tile,
+// tokens go in groups of kTokensPerTile so a group's activations (~8 x 1.1 x in bytes) stay in
+// L1/L2 while the tile's rows (16 rows) stay in L2. Every weight byte is read from memory once per
+// call (per max_tokens tokens when the batch exceeds the scratch). No allocation, no locks.
+// Results are bit-identical whatever n_tokens, the token grouping or the thread count.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -19,23 +22,33 @@
 namespace qs::kernels {
 
 inline constexpr int64_t kRowsPerTile = 16;
+inline constexpr int kTokensPerTile = 8;
+inline constexpr int64_t kDefaultScratchTokens = 64;
 
-/// Per-thread buffers for dequantized weight tiles, sized once for the widest matrix.
+/// Buffer for the quantized activations of up to `max_tokens` rows of `max_in_features`, sized
+/// once. `n_threads` is accepted for interface stability; the buffer is shared by all threads.
 class MatmulScratch {
  public:
-  MatmulScratch(int n_threads, int64_t max_in_features);
-  float* tile(int thread) { return buffer_.data() + static_cast<size_t>(thread) * tile_floats_; }
-  int64_t max_in_features() const { return static_cast<int64_t>(tile_floats_) / kRowsPerTile; }
-  int n_threads() const { return static_cast<int>(buffer_.size() / std::max<size_t>(1, tile_floats_)); }
+  MatmulScratch(int n_threads, int64_t max_in_features, int64_t max_tokens = kDefaultScratchTokens);
+  int64_t max_in_features() const { return max_in_features_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  uint8_t* activations() { return buffer_.data(); }
 
  private:
-  size_t tile_floats_;
-  std::vector<float> buffer_;
+  int64_t max_in_features_;
+  int64_t max_tokens_;
+  std::vector<uint8_t> buffer_;
 };
 
-/// y = x W^T (+ bias when `bias` is not null: [out] f32). Throws qs::Error if W's type is not
-/// supported or W.cols() exceeds the scratch width.
+/// y = x W^T (+ bias when `bias` is not null: [out] f32), with the kernels of active_cpu_isa().
+/// Throws qs::Error if W's type is not supported, W.cols() exceeds the scratch width, or W.cols()
+/// is not a multiple of the type's block size.
 void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y,
             ThreadPool& pool, MatmulScratch& scratch, const float* bias = nullptr);
+
+/// Same with an explicit kernel table (tests run every ISA level through this).
+struct DotKernels;
+void matmul_with(const DotKernels& kernels, const TensorView& weight, const float* x, int64_t n_tokens,
+                 float* y, ThreadPool& pool, MatmulScratch& scratch, const float* bias = nullptr);
 
 }  // namespace qs::kernels

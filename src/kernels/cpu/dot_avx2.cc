@@ -1,0 +1,332 @@
+// AVX2 + FMA + F16C dot kernels. Compiled for that target with a pragma so the rest of the binary
+// can stay baseline x86-64; only reached after detected_cpu_isa() confirmed the CPU has it.
+//
+// Integer dots use the ggml trick for signed int8 x int8 on AVX2: _mm256_maddubs_epi16 takes an
+// unsigned and a signed operand, so w * a = |w| * (a * sign(w)); pairs stay below 2 * 128 * 127
+// and never saturate. Unsigned K-quant levels (0..63) go into maddubs directly; their offsets
+// (Q4_K/Q5_K mins, Q6_K's -32) are applied through the activation block sums.
+//
+// Memory traffic per weight element: Q8_0 1.06 B, Q4_0 0.56 B, Q4_K 0.56 B, Q5_K 0.69 B,
+// Q6_K 0.82 B; decode (one token) is bound by streaming these bytes.
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/dot_kernels.h"
+#include "quant/quantize.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QS_HAVE_AVX2_PATH 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+
+namespace qs::kernels {
+namespace {
+
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+// 8 x int32 partial sums of w * a over 32 int8 pairs.
+inline __m256i dot32_i8(__m256i w, __m256i a) {
+  const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+}
+
+// --- float weights ----------------------------------------------------------------------------
+
+inline __m256 load8_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+inline __m256 load8_f16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8_bf16(const uint8_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+inline float scalar_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float scalar_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return half_to_float(h);
+}
+inline float scalar_bf16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return bf16_to_fp32(h);
+}
+
+template <int kBytes, __m256 (*kLoad8)(const uint8_t*), float (*kLoad1)(const uint8_t*)>
+float dot_float_one(int64_t n, const uint8_t* w, const float* a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(kLoad8(w + kBytes * i), _mm256_loadu_ps(a + i), acc0);
+    acc1 = _mm256_fmadd_ps(kLoad8(w + kBytes * (i + 8)), _mm256_loadu_ps(a + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(kLoad8(w + kBytes * (i + 16)), _mm256_loadu_ps(a + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(kLoad8(w + kBytes * (i + 24)), _mm256_loadu_ps(a + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(kLoad8(w + kBytes * i), _mm256_loadu_ps(a + i), acc0);
+  float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i < n; ++i) sum += kLoad1(w + kBytes * i) * a[i];
+  return sum;
+}
+
+float dot_f32_one(int64_t n, const uint8_t* w, const float* a) {
+  return dot_float_one<4, load8_f32, scalar_f32>(n, w, a);
+}
+float dot_f16_one(int64_t n, const uint8_t* w, const float* a) {
+  return dot_float_one<2, load8_f16, scalar_f16>(n, w, a);
+}
+float dot_bf16_one(int64_t n, const uint8_t* w, const float* a) {
+  return dot_float_one<2, load8_bf16, scalar_bf16>(n, w, a);
+}
+
+// --- Q8_0 / Q4_0 x Q8_0A ----------------------------------------------------------------------
+
+inline __m256i load_q8_0(const BlockQ8_0& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+}
+
+// Low nibbles are elements 0..15, high nibbles 16..31; centred to -8..7.
+inline __m256i load_q4_0(const BlockQ4_0& b) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+  return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+}
+
+template <typename Block, __m256i (*kLoad)(const Block&)>
+float dot_block32_one(int64_t n, const uint8_t* w, const BlockQ8_0A* a) {
+  const auto* x = reinterpret_cast<const Block*>(w);
+  const int64_t nb = n / kBlockQ8_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i p0 = dot32_i8(kLoad(x[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
+    const __m256i p1 =
+        dot32_i8(kLoad(x[b + 1]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * a[b].d), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b + 1].d) * a[b + 1].d), _mm256_cvtepi32_ps(p1),
+                           acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i p = dot32_i8(kLoad(x[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * a[b].d), _mm256_cvtepi32_ps(p), acc0);
+  }
+  return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q8_0_one(int64_t n, const uint8_t* w, const BlockQ8_0A* a) {
+  return dot_block32_one<BlockQ8_0, load_q8_0>(n, w, a);
+}
+float dot_q4_0_one(int64_t n, const uint8_t* w, const BlockQ8_0A* a) {
+  return dot_block32_one<BlockQ4_0, load_q4_0>(n, w, a);
+}
+
+// --- K-quants x Q8_K --------------------------------------------------------------------------
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// sum_j m[j] * (bsums[2j] + bsums[2j + 1]) for the 8 sub-blocks of 32.
+inline int32_t mins_dot(const uint8_t m[8], const int16_t bsums[16]) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8));
+  const __m128i pair_sums = _mm_hadd_epi16(lo, hi);
+  const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+  __m128i s = _mm_madd_epi16(pair_sums, mins);
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline void unpack_all_scale_min(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]) {
+  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, scales, &sc[j], &m[j]);
+}
+
+// Q4_K (kFifthBit = false) and Q5_K (true).
+template <typename Block, bool kFifthBit>
+float dot_min_scale_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
+  const auto* x = reinterpret_cast<const Block*>(w);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float min_sum = 0.0f;
+  for (int64_t b = 0; b < n / kBlockK; ++b) {
+    uint8_t sc[8], m[8];
+    unpack_all_scale_min(x[b].scales, sc, m);
+    const float d = half_to_float(x[b].d) * a[b].d;
+    const float dmin = half_to_float(x[b].dmin) * a[b].d;
+    min_sum += dmin * static_cast<float>(mins_dot(m, a[b].bsums));
+    __m256i high_bits = _mm256_setzero_si256();
+    if constexpr (kFifthBit) high_bits = load256(x[b].qh);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(x[b].qs + 32 * c);
+      __m256i q_lo = _mm256_and_si256(q, low_mask);
+      __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+      if constexpr (kFifthBit) {
+        const __m256i one = _mm256_set1_epi8(1);
+        const __m256i h_lo = _mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * c), one);
+        const __m256i h_hi = _mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * c + 1), one);
+        q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(h_lo, 4));
+        q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(h_hi, 4));
+      }
+      const __m256i p_lo = _mm256_maddubs_epi16(q_lo, load256(a[b].qs + 64 * c));
+      const __m256i p_hi = _mm256_maddubs_epi16(q_hi, load256(a[b].qs + 64 * c + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc) - min_sum;
+}
+
+float dot_q4_k_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
+  return dot_min_scale_one<BlockQ4_K, false>(n, w, a);
+}
+float dot_q5_k_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
+  return dot_min_scale_one<BlockQ5_K, true>(n, w, a);
+}
+
+// Scales of two consecutive 16-element sub-blocks, one per 128-bit lane of 8 int16 products.
+inline __m256i scale_pair(const int8_t* s) {
+  return _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
+}
+
+float dot_q6_k_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
+  const auto* x = reinterpret_cast<const BlockQ6_K*>(w);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kBlockK; ++b) {
+    const int8_t* scales = x[b].scales;
+    // Offset term: 32 * sum_k scales[k] * bsums[k].
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+    const __m256i offset = _mm256_madd_epi16(sc16, load256(a[b].bsums));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load256(x[b].ql + 64 * h);
+      const __m256i l1 = load256(x[b].ql + 64 * h + 32);
+      const __m256i hb = load256(x[b].qh + 32 * h);
+      const int8_t* q8 = a[b].qs + 128 * h;
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4)),
+      };
+      for (int g = 0; g < 4; ++g) {
+        const __m256i p = _mm256_maddubs_epi16(q[g], load256(q8 + 32 * g));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(scales + 8 * h + 2 * g)));
+      }
+    }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc);
+}
+
+// --- activation quantization (bit-identical to quantize_row_q8_0a / quantize_row_q8_k) -------
+
+inline float block_amax(const float* x, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 32 values -> 32 int8 of round(x * id).
+inline void quantize32(const float* x, float id, int8_t* out) {
+  const __m256 scale = _mm256_set1_ps(id);
+  __m256i v[4];
+  for (int k = 0; k < 4; ++k) {
+    const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), scale),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v[k] = _mm256_cvtps_epi32(r);
+  }
+  const __m256i p01 = _mm256_packs_epi32(v[0], v[1]);
+  const __m256i p23 = _mm256_packs_epi32(v[2], v[3]);
+  const __m256i p = _mm256_packs_epi16(p01, p23);
+  const __m256i ordered = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
+}
+
+void quantize_q8_0a(const float* x, BlockQ8_0A* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kBlockQ8_0; ++b) {
+    const float amax = block_amax(x + 32 * b, 32);
+    dst[b].d = amax / 127.0f;
+    quantize32(x + 32 * b, amax > 0.0f ? 127.0f / amax : 0.0f, dst[b].qs);
+  }
+}
+
+void quantize_q8_k(const float* x, BlockQ8_K* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kBlockK; ++b) {
+    const float* xb = x + 256 * b;
+    const float amax = block_amax(xb, 256);
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    dst[b].d = amax / 127.0f;
+    for (int k = 0; k < 8; ++k) quantize32(xb + 32 * k, id, dst[b].qs + 32 * k);
+    for (int k = 0; k < 16; ++k) {
+      const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dst[b].qs + 16 * k)));
+      dst[b].bsums[k] = static_cast<int16_t>(hsum_epi32(_mm256_madd_epi16(v, _mm256_set1_epi16(1))));
+    }
+  }
+}
+
+template <typename Act, float (*kOne)(int64_t, const uint8_t*, const Act*)>
+void row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
+  for (int t = 0; t < n_act; ++t) {
+    const auto* a = reinterpret_cast<const Act*>(static_cast<const uint8_t*>(act) + t * stride);
+    out[t] = kOne(n, static_cast<const uint8_t*>(w), a);
+  }
+}
+
+}  // namespace
+
+const DotKernels* avx2_dot_kernels() {
+  static const DotKernels table = {
+      CpuIsa::kAvx2,
+      row_dot<float, dot_f32_one>,
+      row_dot<float, dot_f16_one>,
+      row_dot<float, dot_bf16_one>,
+      row_dot<BlockQ8_0A, dot_q8_0_one>,
+      row_dot<BlockQ8_0A, dot_q4_0_one>,
+      row_dot<BlockQ8_K, dot_q4_k_one>,
+      row_dot<BlockQ8_K, dot_q5_k_one>,
+      row_dot<BlockQ8_K, dot_q6_k_one>,
+      quantize_q8_0a,
+      quantize_q8_k,
+  };
+  return &table;
+}
+
+}  // namespace qs::kernels
+
+#pragma GCC pop_options
+#else
+namespace qs::kernels {
+const DotKernels* avx2_dot_kernels() { return nullptr; }
+}  // namespace qs::kernels
+#endif
