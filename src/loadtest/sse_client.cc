@@ -107,6 +107,7 @@ StreamClient::StreamClient(const EndpointConfig& config) : config_(config) {
   client_ = std::make_unique<httplib::Client>(host);
   if (!client_->is_valid()) throw Error("--url '" + config.url + "': unsupported URL");
   client_->set_keep_alive(true);
+  client_->set_tcp_nodelay(true);  // no Nagle delay on the request (aiohttp, used by vLLM, does the same)
   client_->set_connection_timeout(10, 0);
   const auto timeout_s = static_cast<time_t>(std::ceil(config.timeout_s));
   client_->set_read_timeout(timeout_s, 0);
