@@ -55,7 +55,15 @@ int64_t Engine::context_tokens() const {
   return std::min<int64_t>(runner_.max_context_tokens(), static_cast<int64_t>(cache_.n_blocks()) * kKvBlockSize);
 }
 
-SubmitResult Engine::try_submit(EngineRequest request) {
+QueueSlot Engine::reserve_queue_slot() {
+  int64_t n = n_waiting_.load();
+  do {
+    if (options_.max_queue > 0 && n >= options_.max_queue) return QueueSlot();
+  } while (!n_waiting_.compare_exchange_weak(n, n + 1));
+  return QueueSlot(&n_waiting_);
+}
+
+SubmitResult Engine::try_submit(EngineRequest request, QueueSlot* slot) {
   SubmitResult result;
   const int64_t needed = static_cast<int64_t>(request.prompt_ids.size()) + request.max_tokens;
   const int64_t kv_tokens = static_cast<int64_t>(cache_.n_blocks()) * kKvBlockSize;
@@ -83,7 +91,8 @@ SubmitResult Engine::try_submit(EngineRequest request) {
       result.message = "the engine is shutting down";
       return result;
     }
-    if (options_.max_queue > 0 && n_waiting_.load() >= options_.max_queue) {
+    const bool reserved = slot != nullptr && *slot;
+    if (!reserved && options_.max_queue > 0 && n_waiting_.load() >= options_.max_queue) {
       result.rejection = EngineErrorCode::kQueueFull;
       result.message = "server overloaded: " + std::to_string(options_.max_queue) +
                        " requests already wait (--max-queue); retry later";
@@ -91,7 +100,11 @@ SubmitResult Engine::try_submit(EngineRequest request) {
     }
     result.stream = seq->stream;
     incoming_.push_back(std::move(seq));
-    n_waiting_.fetch_add(1);
+    if (reserved) {
+      slot->counter_ = nullptr;  // the reservation is now this request's place in the queue
+    } else {
+      n_waiting_.fetch_add(1);
+    }
   }
   cv_.notify_one();
   return result;
@@ -204,7 +217,6 @@ void Engine::loop() {
   incoming_.clear();
   for (auto& seq : sequences_) finish(*seq, "cancelled", "shutdown");
   sequences_.clear();
-  n_waiting_.store(0);
   publish_stats();
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/output_guard.h"
@@ -58,6 +59,25 @@ struct SubmitResult {
   std::string message;
 };
 
+/// A place in the waiting queue reserved before the costly preparation of a request (parsing,
+/// chat template, tokenization), so that a burst beyond --max-queue is turned away at once rather
+/// than after that work. Released on destruction unless try_submit consumed it. Move-only.
+class QueueSlot {
+ public:
+  QueueSlot() = default;
+  QueueSlot(QueueSlot&& other) noexcept : counter_(std::exchange(other.counter_, nullptr)) {}
+  QueueSlot& operator=(QueueSlot&&) = delete;
+  ~QueueSlot() {
+    if (counter_ != nullptr) counter_->fetch_sub(1);
+  }
+  explicit operator bool() const { return counter_ != nullptr; }
+
+ private:
+  friend class Engine;
+  explicit QueueSlot(std::atomic<int64_t>* counter) : counter_(counter) {}
+  std::atomic<int64_t>* counter_ = nullptr;
+};
+
 class Engine {
  public:
   /// Starts the engine thread. `runner`, `cache` and `tokenizer` must outlive the engine. The
@@ -70,7 +90,12 @@ class Engine {
   /// Queues a request. Rejects it immediately (no stream) when prompt + max_tokens can never fit
   /// the context or the KV cache (kInvalid; the message gives both numbers), when max_queue
   /// requests already wait (kQueueFull), or while shutting down (kShuttingDown). Thread-safe.
-  SubmitResult try_submit(EngineRequest request);
+  /// With a reserved `slot` the queue limit was already checked and the slot becomes the
+  /// request's place in the queue.
+  SubmitResult try_submit(EngineRequest request, QueueSlot* slot = nullptr);
+  /// Reserves a place in the waiting queue; an empty slot (false) when max_queue requests already
+  /// wait. Thread-safe, lock-free.
+  QueueSlot reserve_queue_slot();
   /// try_submit, with a rejection delivered as a kError event on the returned stream.
   std::shared_ptr<RequestStream> submit(EngineRequest request);
 

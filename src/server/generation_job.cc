@@ -146,10 +146,11 @@ void ChoiceState::apply(const EngineEvent& event) {
   }
 }
 
-std::vector<ChoiceState> submit_job(const GenerationJob& job, Engine& engine, metrics::ServerMetrics& metrics) {
+std::vector<ChoiceState> submit_job(const GenerationJob& job, Engine& engine, metrics::ServerMetrics& metrics,
+                                    QueueSlot* slot) {
   std::vector<ChoiceState> choices;
   for (const auto& request : job.choices) {
-    SubmitResult submitted = engine.try_submit(request);
+    SubmitResult submitted = engine.try_submit(request, choices.empty() ? slot : nullptr);
     if (!submitted.stream) {
       for (auto& c : choices) c.stream->cancel();
       if (is_admission_rejection(submitted.rejection)) metrics.record_admission_rejection();

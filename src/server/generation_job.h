@@ -51,7 +51,9 @@ int http_status_for(EngineErrorCode code);
 /// Submits every choice. When the engine turns one away (can never fit, queue full, shutting
 /// down) the others are cancelled, a 429/503 is counted in admission_rejections_total, and
 /// ApiError (400 / 429 / 503) is thrown, before any response byte is sent.
-std::vector<ChoiceState> submit_job(const GenerationJob& job, Engine& engine, metrics::ServerMetrics& metrics);
+/// `slot` (optional) is a queue place reserved before the job was built; the first choice takes it.
+std::vector<ChoiceState> submit_job(const GenerationJob& job, Engine& engine, metrics::ServerMetrics& metrics,
+                                    QueueSlot* slot = nullptr);
 
 /// Blocks until every choice has started running (or ended), keeping the events read for replay.
 /// A choice that fails before starting (waited past --max-queue-wait, timed out) cancels the

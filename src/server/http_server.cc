@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <thread>
@@ -26,6 +27,8 @@ void send_error(httplib::Response& res, const ApiError& error) {
   send_json(res, error.status(), error.to_json());
   if (error.status() == 429 || error.status() == 503) res.set_header("Retry-After", "1");  // seconds
 }
+
+constexpr int kListenBacklog = 1024;  // pending connections (capped by net.core.somaxconn)
 
 bool is_generation_path(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/v1/completions";
@@ -62,9 +65,18 @@ HttpServer::HttpServer(ServerOptions options, Engine& engine, const Tokenizer& t
 HttpServer::~HttpServer() = default;
 
 bool HttpServer::listen() {
+  int listen_fd = -1;
+  server_->set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = static_cast<int>(sock);
+  });
   bound_port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
                                    : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (bound_port_ < 0) return false;
+  // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed in the shared
+  // library): a burst of connections then overflows it and the kernel drops SYNs, which clients
+  // retry only after a second. Linux lets listen() raise the backlog of a listening socket.
+  if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
   return server_->listen_after_bind();
 }
 
@@ -156,16 +168,11 @@ void HttpServer::register_routes() {
   const JobContext job_context{options_, tokenizer_, chat_template_, engine_.context_tokens()};
   // Admission happens before any response byte: a rejected request (400 / 429 / 503, with
   // Retry-After for the last two) never gets a 200, streaming or not.
-  auto run_job = [this](GenerationJob job, httplib::Response& res) {
-    if (!ready_.load()) {
-      metrics_.record_admission_rejection();
-      throw ApiError(503, "the server is not ready (loading or draining); retry later", "",
-                     "service_unavailable", "not_ready");
-    }
+  auto run_job = [this](GenerationJob job, QueueSlot slot, httplib::Response& res) {
     job.log_format = options_.log_format == "text"   ? GenerationJob::LogFormat::kText
                      : options_.log_format == "none" ? GenerationJob::LogFormat::kNone
                                                      : GenerationJob::LogFormat::kJson;
-    std::vector<ChoiceState> choices = submit_job(job, engine_, metrics_);
+    std::vector<ChoiceState> choices = submit_job(job, engine_, metrics_, &slot);
     res.set_header("x-request-id", job.id);
     if (!job.stream) {
       send_json(res, 200, run_generation(std::move(job), std::move(choices), tokenizer_, metrics_));
@@ -188,11 +195,31 @@ void HttpServer::register_routes() {
           return true;
         });
   };
-  s.Post("/v1/chat/completions", [this, job_context, run_job](const httplib::Request& req, httplib::Response& res) {
-    run_job(build_chat_job(parse_chat_request(parse_body(req), tokenizer_.vocab_size()), job_context), res);
+  // Load shedding before any parsing, templating or tokenizing: a place in the waiting queue is
+  // reserved first, so an overloaded or draining server answers 429 / 503 with almost no work,
+  // even to a burst that arrives all at once.
+  auto admission_precheck = [this] {
+    if (!ready_.load()) {
+      metrics_.record_admission_rejection();
+      throw ApiError(503, "the server is not ready (loading or draining); retry later", "",
+                     "service_unavailable", "not_ready");
+    }
+    QueueSlot slot = engine_.reserve_queue_slot();
+    if (!slot) {
+      metrics_.record_admission_rejection();
+      throw ApiError(429, "server overloaded: " + std::to_string(engine_.options().max_queue) +
+                              " requests already wait (--max-queue); retry later",
+                     "", "rate_limit_error", "queue_full");
+    }
+    return slot;
+  };
+  s.Post("/v1/chat/completions", [this, job_context, run_job, admission_precheck](const httplib::Request& req, httplib::Response& res) {
+    QueueSlot slot = admission_precheck();
+    run_job(build_chat_job(parse_chat_request(parse_body(req), tokenizer_.vocab_size()), job_context), std::move(slot), res);
   });
-  s.Post("/v1/completions", [this, job_context, run_job](const httplib::Request& req, httplib::Response& res) {
-    run_job(build_completion_job(parse_completion_request(parse_body(req), tokenizer_.vocab_size()), job_context), res);
+  s.Post("/v1/completions", [this, job_context, run_job, admission_precheck](const httplib::Request& req, httplib::Response& res) {
+    QueueSlot slot = admission_precheck();
+    run_job(build_completion_job(parse_completion_request(parse_body(req), tokenizer_.vocab_size()), job_context), std::move(slot), res);
   });
   s.Post("/tokenize", [this, job_context](const httplib::Request& req, httplib::Response& res) {
     const ojson body = parse_body(req);
