@@ -38,10 +38,13 @@ const MESSAGES = [
 
 before(async () => {
   await makeTinyModel();
+  // --no-output-guard: greedy output of the random-weight model loops, and these cases count on
+  // generations running to max_tokens (the guard has its own tests).
   [main, auth, limits] = await Promise.all([
-    startServer(['--served-model-name', SERVED, '--ctx-size', String(CTX), '--log-format', 'json']),
-    startServer(['--api-key', API_KEY]),
-    startServer(['--ctx-size', '256', '--max-body-bytes', '4096', '--max-num-seqs', '1', '--keepalive', '0.1']),
+    startServer(['--served-model-name', SERVED, '--ctx-size', String(CTX), '--log-format', 'json', '--no-output-guard']),
+    startServer(['--api-key', API_KEY, '--no-output-guard']),
+    startServer(['--ctx-size', '256', '--max-body-bytes', '4096', '--max-num-seqs', '1', '--keepalive', '0.1',
+                 '--no-output-guard']),
   ]);
   client = new OpenAI({ baseURL: main.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
 });
