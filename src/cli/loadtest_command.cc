@@ -39,6 +39,7 @@ struct LoadtestOptions {
   std::string dump_requests;
   double timeout_s = 600;
   bool no_tokenize = false;
+  int warmup = 1;
   std::string tokenizer_path;
   bool quiet = false;
 };
@@ -92,23 +93,27 @@ loadtest::TokenCounter make_token_counter(const LoadtestOptions& opt,
   return [client](const std::string& text) { return client->count_tokens(text); };
 }
 
+// The requests of one level. Each level gets its own prompts (seed + level index) so a server's
+// prefix cache cannot serve a level from the prompts of the one before; a dataset is the same
+// for every level.
 std::vector<loadtest::Conversation> make_workload(const LoadtestOptions& opt,
-                                                  const loadtest::EndpointConfig& endpoint) {
-  loadtest::PromptBuilder prompts(make_token_counter(opt, endpoint), opt.seed);
+                                                  const loadtest::TokenCounter& counter,
+                                                  uint64_t seed, size_t num_requests) {
+  loadtest::PromptBuilder prompts(counter, seed);
   loadtest::WorkloadOptions w;
-  w.num_requests = opt.num_requests;
+  w.num_requests = num_requests;
   w.turns_per_user = opt.multi_turn;
   w.input = loadtest::parse_length_range(opt.input_tokens, "--input-tokens");
   w.output = loadtest::parse_length_range(opt.output_tokens, "--output-tokens");
   w.dataset_path = opt.dataset;
-  w.seed = opt.seed;
+  w.seed = seed;
   auto workload = loadtest::build_workload(w, prompts);
-  if (opt.dataset.empty() && !opt.quiet) {
+  if (opt.dataset.empty() && !opt.quiet && seed == opt.seed) {
     const char* how = !prompts.measured()          ? "estimated at one token per word"
                       : opt.tokenizer_path.empty() ? "fitted with the server's /tokenize"
                                                    : "fitted with --tokenizer";
-    std::cerr << "loadtest: " << workload.size() << " conversations, " << opt.num_requests
-              << " requests; prompt lengths " << how << "\n";
+    std::cerr << "loadtest: " << workload.size() << " conversations, " << num_requests
+              << " requests per level; prompt lengths " << how << "\n";
   }
   return workload;
 }
@@ -121,7 +126,25 @@ int run_loadtest(const LoadtestOptions& opt) {
                                                : parse_list(opt.concurrency.empty() ? "1" : opt.concurrency,
                                                             "--concurrency");
   if (!(opt.burstiness > 0)) throw Error("--burstiness must be > 0");
-  const std::vector<loadtest::Conversation> workload = make_workload(opt, endpoint);
+  const loadtest::TokenCounter counter = make_token_counter(opt, endpoint);
+  if (opt.warmup > 0) {
+    loadtest::LevelOptions warm;
+    warm.endpoint = endpoint;
+    warm.concurrency = 1;
+    warm.show_progress = false;
+    LoadtestOptions warm_opt = opt;  // random single-turn prompts, never the dataset's
+    warm_opt.dataset.clear();
+    warm_opt.multi_turn = 1;
+    warm_opt.quiet = true;
+    const auto result = loadtest::run_level(
+        warm, make_workload(warm_opt, counter, opt.seed ^ 0x5741524d, static_cast<size_t>(opt.warmup)));
+    size_t ok = 0;
+    for (const auto& r : result.records) ok += r.ok() ? 1 : 0;
+    if (!opt.quiet) {
+      std::cerr << "loadtest: warmup " << ok << "/" << result.records.size()
+                << " requests completed (not measured)\n";
+    }
+  }
   std::ofstream dump;
   if (!opt.dump_requests.empty()) {
     dump.open(opt.dump_requests, std::ios::trunc);
@@ -142,7 +165,8 @@ int run_loadtest(const LoadtestOptions& opt) {
     level.max_concurrency = opt.max_concurrency;
     level.seed = opt.seed + i;
     level.show_progress = !opt.quiet;
-    const loadtest::LevelResult result = loadtest::run_level(level, workload);
+    const loadtest::LevelResult result =
+        loadtest::run_level(level, make_workload(opt, counter, opt.seed + i, opt.num_requests));
     const auto summary = loadtest::level_json(result, slo);
     if (opt.json) {
       std::cout << summary.dump() << std::endl;
@@ -189,6 +213,9 @@ Command register_loadtest(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--slo-ttft-ms", opt->slo_ttft_ms, "Goodput SLO: TTFT at most this (ms)");
   app.add_option("--slo-itl-ms", opt->slo_itl_ms, "Goodput SLO: every inter-token gap at most this (ms)");
+  app.add_option("--warmup", opt->warmup,
+                 "Requests sent one at a time before the first level and not measured")
+      ->capture_default_str();
   app.add_option("--seed", opt->seed, "Seed of prompts, lengths and arrivals")->capture_default_str();
   app.add_option("--timeout", opt->timeout_s, "Read timeout per request (s)")->capture_default_str();
   app.add_flag("--json", opt->json, "Print one JSON object per level instead of a table");

@@ -13,7 +13,7 @@ content chunk count matches the ITL list, completions prompts have the token cou
 prompt and reply (prompt_tokens grows by at least the first reply's tokens).
 The server runs with --no-output-guard, so a "length" finish means max_tokens was reached.
 Runs: closed loop --concurrency 1,3 (chat), open loop --request-rate (completions), --multi-turn 2,
-the human table (prompts sized with --tokenizer), and a refused connection counted under
+a --dataset of conversations, the human table (prompts sized with --tokenizer), and a refused connection counted under
 errors["connect"].
 
 Env: QS_BIN, QS_SOURCE_DIR, QS_TOKENIZER_DIR, QS_WORK_DIR (scratch: QS_WORK_DIR/loadtest).
@@ -60,11 +60,10 @@ def free_port():
 
 def make_model():
     os.makedirs(WORK, exist_ok=True)
-    out = os.path.join(WORK, "tiny.gguf")
-    if not os.path.exists(out):
-        subprocess.run([sys.executable, MAKER, "--config", "tiny", "--format", "gguf", "--dtype", "f32",
-                        "--init-std", "fan", "--tokenizer", TOKENIZER, "--seed", "1", "--out", out],
-                       check=True, timeout=300)
+    out = os.path.join(WORK, "tiny.gguf")  # made afresh each run (2 s): never a stale model
+    subprocess.run([sys.executable, MAKER, "--config", "tiny", "--format", "gguf", "--dtype", "f32",
+                    "--init-std", "fan", "--tokenizer", TOKENIZER, "--seed", "1", "--out", out],
+                   check=True, timeout=300)
     return out
 
 
@@ -213,6 +212,30 @@ def main():
                           f"({t1['prompt_tokens']} + {t1['output_tokens']})")
                     check(t2["start_s"] >= t1["start_s"] + t1["e2e_ms"] / 1000 - 1e-6,
                           f"conversation {c}: turn 2 started before turn 1 ended")
+
+        print("dataset, --multi-turn 2", flush=True)
+        dataset = os.path.join(WORK, "conversations.jsonl")
+        with open(dataset, "w") as f:
+            for i in range(2):
+                f.write(json.dumps({"messages": [
+                    {"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": f"Question {i}: name a colour."},
+                    {"role": "assistant", "content": "Blue."},
+                    {"role": "user", "content": "And another one, please, with a reason."}]}) + "\n")
+        dump = os.path.join(WORK, "dataset.jsonl")
+        p = loadtest(url, "--dataset", dataset, "--multi-turn", "2", "--num-requests", "6",
+                     "--output-tokens", "5", "--concurrency", "2", "--json", dump=dump)
+        levels, records = json_levels(p), read_dump(dump)
+        if levels:
+            check_level("dataset", levels[0], records, 6)
+        by_conv = {}
+        for r in records:
+            by_conv.setdefault(r["conversation"], {})[r["turn"]] = r
+        check(len(by_conv) == 3, f"dataset: {len(by_conv)} conversations, expected 3 (2 lines reused)")
+        for c, turns in by_conv.items():
+            if 1 in turns and 2 in turns:
+                check(turns[2]["prompt_tokens"] > turns[1]["prompt_tokens"] + turns[1]["output_tokens"],
+                      f"dataset conversation {c}: turn 2 prompt lacks turn 1 and its reply")
 
         print("human table, completions, prompts sized with --tokenizer", flush=True)
         dump = os.path.join(WORK, "table.jsonl")
