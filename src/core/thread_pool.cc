@@ -1,8 +1,38 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace qs {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or kSpinMicros elapse; returns done().
+template <typename Done>
+bool spin_until(Done done) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (Clock::now() >= deadline) return done();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
@@ -11,7 +41,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& w : workers_) w.join();
@@ -23,36 +53,48 @@ void ThreadPool::run_chunk(int thread) const {
   if (begin < end) task_fn_(task_ctx_, begin, end, thread);
 }
 
+// Ordering: generation_ / sleeping_workers_ and pending_ / caller_sleeping_ are seq_cst pairs, so
+// either the publisher sees the sleeper (and notifies under the mutex the sleeper holds until it
+// waits) or the sleeper's predicate sees the new state.
 void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
-  {
+  task_fn_ = fn;
+  task_ctx_ = ctx;
+  task_n_ = n;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1);
+  if (sleeping_workers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    task_fn_ = fn;
-    task_ctx_ = ctx;
-    task_n_ = n;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    start_cv_.notify_all();
   }
-  start_cv_.notify_all();
   run_chunk(0);
+  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (spin_until(all_done)) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  caller_sleeping_.store(true);
+  done_cv_.wait(lock, [this] { return pending_.load() == 0; });
+  caller_sleeping_.store(false);
 }
 
 void ThreadPool::worker_loop(int thread) {
   uint64_t seen_generation = 0;
   for (;;) {
-    {
+    auto has_work = [&] {
+      return stop_.load(std::memory_order_relaxed) ||
+             generation_.load(std::memory_order_acquire) != seen_generation;
+    };
+    if (!spin_until(has_work)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen_generation; });
-      if (stop_) return;
-      seen_generation = generation_;
+      sleeping_workers_.fetch_add(1);
+      start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen_generation; });
+      sleeping_workers_.fetch_sub(1);
     }
+    if (stop_.load()) return;
+    seen_generation = generation_.load(std::memory_order_acquire);
     run_chunk(thread);
-    {
+    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      --pending_;
+      done_cv_.notify_one();
     }
-    done_cv_.notify_one();
   }
 }
 

@@ -3,6 +3,12 @@
 // `parallel_for` splits [0, n) into contiguous chunks, one per thread (the calling thread takes
 // part), and returns when all are done. No heap allocation per call: the callable is passed by
 // reference through a type-erased trampoline.
+//
+// Hand-off: a call publishes the task by bumping an atomic generation. Idle workers spin on it
+// (with a pause instruction) for up to kSpinMicros before sleeping on a condition variable, and the
+// caller spins the same way waiting for the last worker, so back-to-back calls inside a forward
+// pass take no lock and make no system call. The mutex is only touched when someone actually
+// sleeps (between forward passes).
 #pragma once
 
 #include <atomic>
@@ -16,6 +22,9 @@ namespace qs {
 
 class ThreadPool {
  public:
+  /// How long an idle worker (or the waiting caller) spins before sleeping.
+  static constexpr int kSpinMicros = 200;
+
   /// `n_threads` >= 1 counts the calling thread; n_threads - 1 workers are started.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
@@ -49,12 +58,15 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  std::mutex mutex_;                    // only for sleeping / waking
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // bumped once per task
+  std::atomic<int> pending_{0};          // workers still running the current task
+  std::atomic<int> sleeping_workers_{0};
+  std::atomic<bool> caller_sleeping_{false};
+  std::atomic<bool> stop_{false};
+  // The current task; written before generation_ is bumped, read after it is observed.
   TaskFn task_fn_ = nullptr;
   void* task_ctx_ = nullptr;
   int64_t task_n_ = 0;
