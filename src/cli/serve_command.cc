@@ -25,6 +25,8 @@ constexpr const char* kChatMlTemplate =
     "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + "
     "'<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
+constexpr int kComputeNice = 5;  // nice value of the engine and matmul threads (HTTP threads: 0)
+
 struct ServeOptions {
   RuntimeOptions runtime;
   ServerOptions server;
@@ -83,13 +85,19 @@ int run_serve(ServeOptions opt) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto model = load_model(opt.runtime.model_path);
+  RuntimeModel loaded = load_runtime_model(opt.runtime);  // --no-mmap, --mlock, --quantize
+  const auto& model = loaded.model;
   const ModelConfig& config = model->config;
   const auto tokenizer = load_tokenizer(*model);
   const ChatTemplate chat_template(model->chat_template.empty() ? kChatMlTemplate : model->chat_template);
   const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
   const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
   ThreadPool pool(opt.runtime.threads > 0 ? opt.runtime.threads : default_thread_count());
+  // Compute threads run below the HTTP threads (see lower_thread_priority): thread 0 of the pool
+  // is this (main, later HTTP accept) thread, the others are the matmul workers.
+  pool.parallel_for(pool.n_threads(), [](int64_t, int64_t, int thread) {
+    if (thread != 0) lower_thread_priority(kComputeNice);
+  });
   KvCache cache(config, kv_dtype, kv_blocks_for(config, opt, ctx, kv_dtype));
   EngineOptions engine_options = opt.engine;
   // --batch-size (shared with generate) is the old name of --max-batched-tokens.
@@ -98,6 +106,7 @@ int run_serve(ServeOptions opt) {
   }
   engine_options.prefix_caching = !opt.no_prefix_cache;
   engine_options.guard.enabled = !opt.no_output_guard;
+  engine_options.thread_nice = kComputeNice;
   ModelRunner runner(config, model->weights, cache, pool, std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx);
   Engine engine(runner, cache, *tokenizer, engine_options);
   metrics::ServerMetrics metrics;
@@ -120,7 +129,7 @@ int run_serve(ServeOptions opt) {
     const auto deadline = SteadyClock::now() + std::chrono::duration<double>(opt.shutdown_grace_s);
     while (SteadyClock::now() < deadline) {
       const EngineStats st = engine.stats();
-      if (st.running == 0 && st.waiting == 0) break;
+      if (st.waiting == 0 && st.in_flight == 0) break;  // waiting also counts requests being prepared
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     engine.shutdown();  // whatever is left finishes with "cancelled"

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "core/error.h"
 #include "engine/sequence.h"
 
@@ -25,6 +29,13 @@ EngineEvent error_event(EngineErrorCode code, std::string message) {
 }
 
 }  // namespace
+
+void lower_thread_priority(int nice) {
+  // Per-thread on Linux: PRIO_PROCESS with a thread id sets that thread's nice value. Raising the
+  // nice value needs no privilege; failure only means the thread keeps its priority.
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  ::setpriority(PRIO_PROCESS, tid, nice);
+}
 
 Engine::Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer, EngineOptions options)
     : runner_(runner),
@@ -100,6 +111,7 @@ SubmitResult Engine::try_submit(EngineRequest request, QueueSlot* slot) {
     }
     result.stream = seq->stream;
     incoming_.push_back(std::move(seq));
+    n_in_flight_.fetch_add(1);
     if (reserved) {
       slot->counter_ = nullptr;  // the reservation is now this request's place in the queue
     } else {
@@ -122,6 +134,7 @@ EngineStats Engine::stats() const {
   EngineStats s;
   s.running = n_running_.load();
   s.waiting = n_waiting_.load();
+  s.in_flight = n_in_flight_.load();
   s.kv_blocks_total = cache_.n_blocks();
   s.kv_blocks_referenced = n_referenced_.load();
   s.kv_blocks_cached = n_cached_.load();
@@ -150,6 +163,7 @@ void Engine::retire(EngineSequence& seq) {
   scheduler_.remove(&seq);
   if (was_waiting) n_waiting_.fetch_sub(1);
   seq.finished = true;
+  n_in_flight_.fetch_sub(1);
 }
 
 void Engine::finish(EngineSequence& seq, const std::string& reason, const std::string& stop_cause) {
@@ -183,6 +197,7 @@ void Engine::fail(EngineSequence& seq, EngineErrorCode code, const std::string& 
 }
 
 void Engine::loop() {
+  if (options_.thread_nice > 0) lower_thread_priority(options_.thread_nice);
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);

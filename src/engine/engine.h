@@ -37,11 +37,14 @@ struct EngineOptions {
   int64_t max_queue = 0;             // > 0: submissions beyond this many waiting get kQueueFull
   double max_queue_wait_s = 0;       // > 0: waiting longer than this to start -> kQueueTimeout
   OutputGuardOptions guard;          // degenerate-output guard
+  int thread_nice = 0;               // > 0: the engine thread lowers its own priority (Linux nice)
 };
 
 struct EngineStats {
   int64_t running = 0;
   int64_t waiting = 0;               // submitted (or preempted) and not running
+  int64_t in_flight = 0;             // submitted and not yet ended (one counter: no gap between
+                                     // the waiting and running gauges; use it to drain)
   double kv_cache_usage = 0;         // referenced blocks / all blocks, 0..1
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_referenced = 0;  // held by running sequences
@@ -58,6 +61,11 @@ struct SubmitResult {
   EngineErrorCode rejection = EngineErrorCode::kNone;
   std::string message;
 };
+
+/// Lowers the calling thread's scheduling priority to `nice` (Linux per-thread nice value). The
+/// server runs compute (engine thread, matmul workers) below its HTTP threads, so that admission,
+/// rejections and streaming stay responsive while the cores are saturated.
+void lower_thread_priority(int nice);
 
 /// A place in the waiting queue reserved before the costly preparation of a request (parsing,
 /// chat template, tokenization), so that a burst beyond --max-queue is turned away at once rather
@@ -140,6 +148,7 @@ class Engine {
 
   std::atomic<int64_t> n_running_{0};
   std::atomic<int64_t> n_waiting_{0};
+  std::atomic<int64_t> n_in_flight_{0};
   std::atomic<int64_t> n_referenced_{0};
   std::atomic<int64_t> n_cached_{0};
   std::atomic<int64_t> preemptions_pub_{0}, cache_queries_pub_{0}, cache_hits_pub_{0}, prefill_pub_{0};

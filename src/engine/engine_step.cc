@@ -82,7 +82,10 @@ void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
 bool Engine::step() {
   const SchedulerStep plan = scheduler_.schedule();
   preemptions_ += static_cast<int64_t>(plan.preempted.size());
+  // Publish running before waiting shrinks and before any event: a reader (e.g. the SIGTERM drain)
+  // must never see a request in neither gauge while it is in flight.
   n_waiting_.fetch_add(static_cast<int64_t>(plan.preempted.size()));
+  n_running_.store(static_cast<int64_t>(scheduler_.running().size()));
   for (SchedSequence* s : plan.admitted) {
     auto& seq = static_cast<EngineSequence&>(*s);
     n_waiting_.fetch_sub(1);

@@ -113,8 +113,9 @@ test('overload: --max-queue 4 and 32 simultaneous requests; the excess get 429 +
   results.forEach((r, i) => (r.status === 200 ? ok : rejected).push({ i, res: r }));
   t.diagnostic(`200: ${ok.length}, 429: ${rejected.length}; first byte of the 429s (ms): ` +
                rejected.map((r) => r.res.firstByteMs.toFixed(1)).join(' '));
-  // 2 run and 4 wait at once: at least 6 are admitted, and most of the burst is turned away.
-  assert.ok(ok.length >= 6, `${ok.length} admitted`);
+  // A queue place is reserved on arrival, before the engine admits anything: at least the 4
+  // queue places are granted (up to 2 more if the engine starts some meanwhile), the rest rejected.
+  assert.ok(ok.length >= 4 && ok.length <= 10, `${ok.length} admitted`);
   assert.ok(rejected.length >= N / 2, `${rejected.length} rejected`);
   for (const { i, res } of rejected) {
     assert.equal(res.status, 429, `request ${i}: ${res.text}`);
