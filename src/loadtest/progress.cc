@@ -33,7 +33,7 @@ void Progress::add(size_t done_requests, bool failed) {
 void Progress::finish() {
   std::lock_guard lock(mutex_);
   if (enabled_ && tty_) {
-    draw_locked(false);
+    if (done_ != drawn_done_) draw_locked(false);
     std::fputc('\n', stderr);
     std::fflush(stderr);
   }
@@ -41,6 +41,7 @@ void Progress::finish() {
 
 void Progress::draw_locked(bool final_line) {
   constexpr int kWidth = 30;
+  drawn_done_ = done_;
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double frac = total_ ? static_cast<double>(done_) / static_cast<double>(total_) : 1.0;

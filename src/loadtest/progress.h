@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -23,6 +24,7 @@ class Progress {
   size_t total_;
   size_t done_ = 0;
   size_t failed_ = 0;
+  size_t drawn_done_ = SIZE_MAX;  // done_ at the last draw
   size_t next_quarter_ = 1;
   bool tty_;
   bool enabled_;

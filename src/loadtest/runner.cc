@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <memory>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -78,6 +79,8 @@ void run_closed_loop(const LevelOptions& opt, const std::vector<Conversation>& w
   for (auto& t : users) t.join();
 }
 
+// One thread per conversation in flight; finished threads are joined as new ones start, so a
+// long run holds only the threads (and stacks) of the conversations still running.
 void run_open_loop(const LevelOptions& opt, const std::vector<Conversation>& workload,
                    Clock::time_point run_start, RecordSink& sink) {
   const std::vector<double> arrivals =
@@ -85,29 +88,45 @@ void run_open_loop(const LevelOptions& opt, const std::vector<Conversation>& wor
   std::mutex mutex;
   std::condition_variable slot_free;
   int in_flight = 0;
-  std::vector<std::thread> users;
+  struct User {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::vector<User> users;
+  auto reap_finished = [&users] {
+    std::erase_if(users, [](User& u) {
+      if (!u.finished->load()) return false;
+      u.thread.join();
+      return true;
+    });
+  };
   for (size_t i = 0; i < workload.size(); ++i) {
     std::this_thread::sleep_until(run_start + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(arrivals[i])));
-    if (opt.max_concurrency > 0) {
-      std::unique_lock lock(mutex);
-      slot_free.wait(lock, [&] { return in_flight < opt.max_concurrency; });
-    }
     {
-      std::lock_guard lock(mutex);
+      std::unique_lock lock(mutex);
+      if (opt.max_concurrency > 0) {
+        slot_free.wait(lock, [&] { return in_flight < opt.max_concurrency; });
+      }
       ++in_flight;
     }
-    users.emplace_back([&, i] {
+    reap_finished();
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    std::thread thread([&, i, finished] {
       {
         StreamClient client(opt.endpoint);
         run_conversation(client, workload[i], i, opt.endpoint.chat, run_start, sink);
       }
-      std::lock_guard lock(mutex);
-      --in_flight;
+      {
+        std::lock_guard lock(mutex);
+        --in_flight;
+      }
       slot_free.notify_one();
+      finished->store(true);
     });
+    users.push_back({std::move(thread), std::move(finished)});
   }
-  for (auto& t : users) t.join();
+  for (auto& u : users) u.thread.join();
 }
 
 }  // namespace
