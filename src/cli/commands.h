@@ -15,5 +15,7 @@ Command register_tokenize(CLI::App& app);
 Command register_logits(CLI::App& app);
 Command register_serve(CLI::App& app);
 Command register_loadtest(CLI::App& app);
+Command register_quantize(CLI::App& app);
+Command register_bench(CLI::App& app);
 
 }  // namespace qs::cli

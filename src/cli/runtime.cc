@@ -1,8 +1,14 @@
 #include "cli/runtime.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace qs::cli {
 
@@ -20,11 +26,43 @@ void RuntimeOptions::add_to(CLI::App& command) {
   command.add_option("--kv-cache-type", kv_cache_type, "KV cache element type")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
+  command.add_flag("--no-mmap", no_mmap,
+                   "Read the weights into RAM instead of memory-mapping the files (mapped pages can "
+                   "be evicted under page-cache pressure)");
+  command.add_flag("--mlock", mlock, "Lock the weights in RAM (needs `ulimit -l` >= model size)");
+  command.add_option("--quantize", quantize,
+                     "Quantize the weight matrices at load time: q8_0, q4_0, q4_k_m, q5_k_m, q6_k, "
+                     "bf16, f16, f32 (as `qwenserve quantize --type`)")
+      ->check(CLI::IsMember(quant_mix_names()));
+}
+
+RuntimeModel load_runtime_model(const RuntimeOptions& options) {
+  MappedFile::set_default_options(MapOptions{options.no_mmap, options.mlock});
+  RuntimeModel out;
+  out.model = load_model(options.model_path);
+  if (options.quantize.empty()) return out;
+  const std::optional<QuantMix> mix = parse_quant_mix(options.quantize);
+  if (!mix) throw Error("--quantize: unknown type '" + options.quantize + "'");
+  ThreadPool pool(options.threads > 0 ? options.threads : default_thread_count());
+  out.quantized = quantize_weights(*out.model, *mix, pool, stderr);
+  out.model->weights = out.quantized->weights;
+  if (options.mlock) {
+    for (const std::vector<uint8_t>& bytes : out.quantized->data) {
+      if (::mlock(bytes.data(), bytes.size()) != 0) {
+        std::fprintf(stderr, "warning: mlock of quantized weights failed: %s; continuing unlocked\n",
+                     std::strerror(errno));
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 Runtime make_runtime(const RuntimeOptions& options) {
   Runtime rt;
-  rt.model = load_model(options.model_path);
+  RuntimeModel loaded = load_runtime_model(options);
+  rt.model = std::move(loaded.model);
+  rt.quantized = std::move(loaded.quantized);
   const ModelConfig& config = rt.model->config;
   const int64_t ctx = std::min<int64_t>(options.ctx_size, std::max<int64_t>(
                                                               config.max_position_embeddings, 1));

@@ -10,6 +10,7 @@
 #include "kv/kv_cache.h"
 #include "model/model_loader.h"
 #include "model/model_runner.h"
+#include "quant/model_quantizer.h"
 
 namespace qs::cli {
 
@@ -19,13 +20,29 @@ struct RuntimeOptions {
   int64_t ctx_size = 4096;       // tokens of context (capped by max_position_embeddings)
   int64_t batch_size = 512;      // prefill chunk, tokens per forward pass
   std::string kv_cache_type = "f16";
+  bool no_mmap = false;          // read weight files into RAM instead of mapping them
+  bool mlock = false;            // lock weights in RAM
+  std::string quantize;          // empty, or a mix name (quant/quantize_policy.h)
 
-  /// Adds --model, --threads, --ctx-size, --batch-size, --kv-cache-type to `command`.
+  /// Adds --model, --threads, --ctx-size, --batch-size, --kv-cache-type, --no-mmap, --mlock and
+  /// --quantize to `command`.
   void add_to(CLI::App& command);
 };
 
+/// A model as the runtime options load it: `model->weights` points to the quantized copies when
+/// --quantize was given (kept alive by `quantized`).
+struct RuntimeModel {
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<QuantizedWeights> quantized;
+};
+
+/// Loads options.model_path honouring --no-mmap / --mlock, then quantizes the weight matrices in
+/// memory per --quantize (threads: options.threads). Throws qs::Error.
+RuntimeModel load_runtime_model(const RuntimeOptions& options);
+
 struct Runtime {
   std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<QuantizedWeights> quantized;  // set with --quantize; model->weights point here
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<ModelRunner> runner;

@@ -1,0 +1,207 @@
+// qwenserve_microbench: Google Benchmark microbenchmarks of the CPU kernels against the machine's
+// memory read bandwidth ("speed of light" for batch-1 decode).
+//
+//   ReadBandwidth/threads:T   STREAM-like read probe: T threads sum 64-bit words of a buffer much
+//                             larger than the last-level cache (QS_BENCH_BUFFER_MB, default 1024
+//                             MiB). Counter GB_per_s = bytes read / wall time / 1e9.
+//   Gemv/<TYPE>/threads:T     y = W x, one token (decode), W [9728, 2560] (Qwen3-4B ffn_up shape)
+//                             stored as TYPE. Several copies of W are cycled so that >= 256 MiB of
+//                             weights are touched per cycle (no cache reuse between iterations).
+//                             GB_per_s = weight bytes / time / 1e9; pct_of_read_bw = that as a
+//                             percent of ReadBandwidth with the same T (measured once, best of 3).
+//   Gemm/<TYPE>/tokens:N/threads:T  Y = X W^T, W [2560, 2560], N tokens (prefill).
+//                             GFLOP_per_s = 2 * N * 2560 * 2560 / time / 1e9.
+// Run: build/release/bench/qwenserve_microbench [--benchmark_filter=Gemv] (not part of ctest).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+#include "quant/quantize.h"
+
+namespace {
+
+using qs::DType;
+
+qs::ThreadPool& pool_for(int threads) {
+  static std::map<int, std::unique_ptr<qs::ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<qs::ThreadPool>(threads);
+  return *p;
+}
+
+size_t buffer_bytes() {
+  const char* env = std::getenv("QS_BENCH_BUFFER_MB");
+  const size_t mb = env != nullptr ? std::strtoull(env, nullptr, 10) : 1024;
+  return std::max<size_t>(mb, 64) << 20;
+}
+
+const std::vector<uint64_t>& read_buffer() {
+  static const std::vector<uint64_t> buffer = [] {
+    std::vector<uint64_t> b(buffer_bytes() / sizeof(uint64_t));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = i * 0x9E3779B97F4A7C15ULL;
+    return b;
+  }();
+  return buffer;
+}
+
+// Sum of all words, split over the pool's threads. Returns the sum so the reads are not elided.
+uint64_t parallel_sum(qs::ThreadPool& pool) {
+  const std::vector<uint64_t>& buf = read_buffer();
+  std::vector<uint64_t> partial(static_cast<size_t>(pool.n_threads()) * 8, 0);
+  pool.parallel_for(static_cast<int64_t>(buf.size()), [&](int64_t begin, int64_t end, int t) {
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+      a += buf[i];
+      b += buf[i + 1];
+      c += buf[i + 2];
+      d += buf[i + 3];
+    }
+    for (; i < end; ++i) a += buf[i];
+    partial[static_cast<size_t>(t) * 8] = a + b + c + d;  // one cache line per thread
+  });
+  uint64_t s = 0;
+  for (uint64_t v : partial) s += v;
+  return s;
+}
+
+/// Best-of-3 read bandwidth in GB/s with `threads` threads (cached per thread count).
+double read_bandwidth_gbps(int threads) {
+  static std::map<int, double> cache;
+  if (auto it = cache.find(threads); it != cache.end()) return it->second;
+  qs::ThreadPool& pool = pool_for(threads);
+  parallel_sum(pool);  // first touch
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(parallel_sum(pool));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(read_buffer().size() * sizeof(uint64_t)) / s / 1e9);
+  }
+  cache[threads] = best;
+  return best;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  qs::ThreadPool& pool = pool_for(static_cast<int>(state.range(0)));
+  parallel_sum(pool);
+  for (auto _ : state) benchmark::DoNotOptimize(parallel_sum(pool));
+  const double bytes = static_cast<double>(read_buffer().size() * sizeof(uint64_t));
+  state.counters["GB_per_s"] =
+      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+/// `copies` matrices [rows, cols] of `type` holding quantized N(0, 1) values.
+struct Weights {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<qs::TensorView> views;
+};
+
+Weights make_weights(DType type, int64_t rows, int64_t cols, int copies) {
+  Weights w;
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  const size_t row_bytes = qs::row_bytes(type, cols);
+  for (int c = 0; c < copies; ++c) {
+    auto& b = w.bytes.emplace_back(row_bytes * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (c == 0 || r < 4) {  // later copies reuse row data (only the bytes read matter)
+        for (float& v : row) v = normal(rng);
+        qs::quantize_row(type, row.data(), b.data() + r * row_bytes, cols);
+      } else {
+        std::copy_n(w.bytes[0].data() + r * row_bytes, row_bytes, b.data() + r * row_bytes);
+      }
+    }
+  }
+  for (auto& b : w.bytes) {
+    w.views.push_back(qs::TensorView{"w", type, {rows, cols}, b.data(), b.size()});
+  }
+  return w;
+}
+
+void BM_Gemv(benchmark::State& state, DType type) {
+  constexpr int64_t kRows = 9728, kCols = 2560;
+  const int threads = static_cast<int>(state.range(0));
+  const size_t one = qs::row_bytes(type, kCols) * kRows;
+  const int copies = static_cast<int>(std::max<size_t>(1, ((256u << 20) + one - 1) / one));
+  const Weights w = make_weights(type, kRows, kCols, copies);
+  qs::ThreadPool& pool = pool_for(threads);
+  qs::kernels::MatmulScratch scratch(threads, kCols, 1);
+  std::vector<float> x(kCols, 0.5f), y(kRows);
+  size_t i = 0;
+  for (auto _ : state) {
+    qs::kernels::matmul(w.views[i++ % w.views.size()], x.data(), 1, y.data(), pool, scratch);
+    benchmark::ClobberMemory();
+  }
+  const double gbps_total = static_cast<double>(one) * static_cast<double>(state.iterations()) / 1e9;
+  state.counters["GB_per_s"] = benchmark::Counter(gbps_total, benchmark::Counter::kIsRate);
+  state.counters["weight_MB"] = static_cast<double>(one) / 1e6;
+  // kIsRate divides by the run's time: 100 * (GB / s) / read bandwidth = percent of it.
+  const double read_bw = read_bandwidth_gbps(threads);
+  state.counters["pct_of_read_bw"] =
+      benchmark::Counter(100.0 * gbps_total / read_bw, benchmark::Counter::kIsRate);
+  state.counters["read_bw_GB_per_s"] = read_bw;
+}
+
+void BM_Gemm(benchmark::State& state, DType type) {
+  constexpr int64_t kRows = 2560, kCols = 2560;
+  const int64_t tokens = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const Weights w = make_weights(type, kRows, kCols, 1);
+  qs::ThreadPool& pool = pool_for(threads);
+  qs::kernels::MatmulScratch scratch(threads, kCols, tokens);
+  std::vector<float> x(static_cast<size_t>(tokens * kCols)), y(static_cast<size_t>(tokens * kRows));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  for (auto _ : state) {
+    qs::kernels::matmul(w.views[0], x.data(), tokens, y.data(), pool, scratch);
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * static_cast<double>(tokens * kRows * kCols);
+  state.counters["GFLOP_per_s"] =
+      benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  const int max_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<int64_t> thread_counts;
+  for (int t = 1; t <= max_threads; t *= 2) thread_counts.push_back(t);
+  if (thread_counts.back() != max_threads) thread_counts.push_back(max_threads);
+
+  auto* bw = benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth);
+  for (int64_t t : thread_counts) bw->Arg(t);
+  bw->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                         DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  for (DType type : types) {
+    const std::string name(qs::dtype_name(type));
+    auto* gemv = benchmark::RegisterBenchmark(("Gemv/" + name).c_str(), BM_Gemv, type);
+    for (int64_t t : thread_counts) gemv->Arg(t);
+    gemv->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
+    auto* gemm = benchmark::RegisterBenchmark(("Gemm/" + name).c_str(), BM_Gemm, type);
+    for (int64_t t : thread_counts) gemm->Args({64, t});
+    gemm->ArgNames({"tokens", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

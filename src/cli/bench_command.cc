@@ -1,0 +1,235 @@
+// `qwenserve bench`: prefill and decode speed of one sequence, after llama-bench's conventions.
+//
+//   ppN: one forward pass over N prompt tokens (from position 0, logits of the last token only);
+//        tokens/s = N / time.
+//   tgN: N forward passes of one token each, after a short prompt (--tg-prompt tokens, prefilled
+//        untimed); tokens/s = N / time of the N steps.
+// Tokens are deterministic pseudo-random ids in [0, vocab) (llama-bench also feeds random tokens;
+// no sampling is timed). Each test runs once untimed (warm-up), then -r times; the line reports the
+// mean and the sample standard deviation (n - 1) of the per-run tokens/s. model_bytes is the sum of
+// the weight tensors' bytes (llama-bench's "size"); for tg tests `weights_gb_per_s` = model_bytes *
+// tokens/s / 1e9, the weight read rate a decode step needs (compare with the read bandwidth from
+// qwenserve_microbench).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/runtime.h"
+#include "core/error.h"
+
+namespace qs::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  RuntimeOptions runtime;
+  std::string prompt_list = "512";
+  std::string gen_list = "128";
+  int repetitions = 5;
+  int tg_prompt_tokens = 8;
+  bool json = false;
+  CLI::Option* batch_option = nullptr;
+};
+
+struct TestResult {
+  std::string name;
+  double mean = 0;
+  double stddev = 0;
+  std::vector<double> samples;
+};
+
+std::vector<int64_t> parse_list(const std::string& csv, const char* flag) {
+  std::vector<int64_t> out;
+  std::stringstream ss(csv);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      if (v > 0) out.push_back(v);
+    } catch (const std::exception&) {
+      throw Error(std::string(flag) + ": '" + item + "' is not a non-negative integer");
+    }
+  }
+  return out;
+}
+
+class Bench {
+ public:
+  Bench(Runtime& rt, int tg_prompt_tokens) : rt_(rt), tg_prompt_(tg_prompt_tokens) {}
+
+  /// Seconds of one ppN run.
+  double run_prompt(int64_t n) {
+    BlockTable table = reserve(n);
+    const std::vector<int32_t> ids = tokens(n);
+    const auto start = Clock::now();
+    forward_range(table, ids, 0, true);
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    table.release_all(rt_.cache->pool());
+    return s;
+  }
+
+  /// Seconds of the N decode steps of one tgN run.
+  double run_gen(int64_t n) {
+    BlockTable table = reserve(tg_prompt_ + n);
+    const std::vector<int32_t> ids = tokens(tg_prompt_ + n);
+    if (tg_prompt_ > 0) {
+      forward_range(table, std::vector<int32_t>(ids.begin(), ids.begin() + tg_prompt_), 0, true);
+    }
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < n; ++i) {
+      batch_.clear();
+      batch_.sequences.push_back({&table.blocks()});
+      batch_.add_tokens(0, ids.data() + tg_prompt_ + i, 1, static_cast<int32_t>(tg_prompt_ + i), true);
+      rt_.runner->forward(batch_, logits_.data());
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    table.release_all(rt_.cache->pool());
+    return s;
+  }
+
+ private:
+  BlockTable reserve(int64_t n_tokens) {
+    BlockTable table;
+    if (!table.reserve(static_cast<int32_t>(n_tokens), rt_.cache->pool())) {
+      throw Error("KV cache too small for " + std::to_string(n_tokens) + " tokens");
+    }
+    return table;
+  }
+
+  std::vector<int32_t> tokens(int64_t n) {
+    const auto vocab = static_cast<uint64_t>(rt_.model->config.vocab_size);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int32_t& id : ids) {
+      state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;  // LCG (Knuth MMIX)
+      id = static_cast<int32_t>((state_ >> 33) % vocab);
+    }
+    return ids;
+  }
+
+  // Prefill of `ids` at positions [first, first + size) in chunks of the runner's batch.
+  void forward_range(BlockTable& table, const std::vector<int32_t>& ids, int64_t first, bool last_logits) {
+    const int64_t n = static_cast<int64_t>(ids.size());
+    for (int64_t begin = 0; begin < n; begin += rt_.runner->max_batch_tokens()) {
+      const int64_t len = std::min(rt_.runner->max_batch_tokens(), n - begin);
+      batch_.clear();
+      batch_.sequences.push_back({&table.blocks()});
+      batch_.add_tokens(0, ids.data() + begin, len, static_cast<int32_t>(first + begin),
+                        last_logits && begin + len == n);
+      rt_.runner->forward(batch_, logits_.data());
+    }
+  }
+
+  Runtime& rt_;
+  int64_t tg_prompt_;
+  uint64_t state_ = 0x9E3779B97F4A7C15ULL;
+  Batch batch_;
+  std::vector<float> logits_ = std::vector<float>(static_cast<size_t>(rt_.model->config.vocab_size));
+};
+
+TestResult measure(const std::string& name, int64_t n, int repetitions,
+                   const std::function<double()>& run_once) {
+  TestResult r{name, 0, 0, {}};
+  run_once();  // warm-up
+  for (int i = 0; i < repetitions; ++i) r.samples.push_back(static_cast<double>(n) / run_once());
+  for (double s : r.samples) r.mean += s;
+  r.mean /= static_cast<double>(r.samples.size());
+  if (r.samples.size() > 1) {
+    double ss = 0;
+    for (double s : r.samples) ss += (s - r.mean) * (s - r.mean);
+    r.stddev = std::sqrt(ss / static_cast<double>(r.samples.size() - 1));
+  }
+  return r;
+}
+
+int run_bench(BenchOptions& opt) {
+  const std::vector<int64_t> prompts = parse_list(opt.prompt_list, "-p");
+  const std::vector<int64_t> gens = parse_list(opt.gen_list, "-n");
+  if (prompts.empty() && gens.empty()) throw Error("nothing to run: -p and -n are both 0");
+  const int64_t max_p = prompts.empty() ? 1 : *std::max_element(prompts.begin(), prompts.end());
+  const int64_t max_g = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
+  RuntimeOptions ro = opt.runtime;
+  ro.ctx_size = std::max(max_p, opt.tg_prompt_tokens + max_g) + 1;
+  if (opt.batch_option->count() == 0) ro.batch_size = std::max<int64_t>(max_p, opt.tg_prompt_tokens);
+  Runtime rt = make_runtime(ro);
+  if (rt.runner->max_context_tokens() < ro.ctx_size) {
+    throw Error("the model's context (" + std::to_string(rt.runner->max_context_tokens()) +
+                " tokens) is shorter than the longest test");
+  }
+  const size_t model_bytes = model_weight_bytes(rt.model->weights);
+  const std::string weight_type = describe_weight_type(*rt.model, rt.quantized.get());
+  const int threads = rt.pool->n_threads();
+  Bench bench(rt, opt.tg_prompt_tokens);
+
+  std::vector<std::pair<TestResult, bool>> results;  // (result, is decode)
+  for (int64_t n : prompts) {
+    results.emplace_back(measure("pp" + std::to_string(n), n, opt.repetitions,
+                                 [&] { return bench.run_prompt(n); }), false);
+  }
+  for (int64_t n : gens) {
+    results.emplace_back(measure("tg" + std::to_string(n), n, opt.repetitions,
+                                 [&] { return bench.run_gen(n); }), true);
+  }
+  const double gib = static_cast<double>(model_bytes) / (1024.0 * 1024.0 * 1024.0);
+  if (!opt.json) {
+    std::printf("| %-40s | %-8s | %10s | %7s | %8s | %20s | %12s |\n", "model", "type", "size",
+                "threads", "test", "t/s", "weights GB/s");
+    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(40, '-').c_str(),
+                std::string(8, '-').c_str(), std::string(10, '-').c_str(), std::string(7, '-').c_str(),
+                std::string(8, '-').c_str(), std::string(20, '-').c_str(), std::string(12, '-').c_str());
+  }
+  for (const auto& [r, decode] : results) {
+    const double gbps = static_cast<double>(model_bytes) * r.mean / 1e9;
+    if (opt.json) {
+      nlohmann::json j = {{"test", r.name},         {"tokens_per_second", r.mean},
+                          {"stddev", r.stddev},     {"model_bytes", model_bytes},
+                          {"weight_type", weight_type}, {"threads", threads},
+                          {"runs", opt.repetitions}, {"samples_ts", r.samples},
+                          {"model", opt.runtime.model_path}};
+      if (decode) j["weights_gb_per_s"] = gbps;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      char ts[64];
+      std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean, r.stddev);
+      char size[32];
+      std::snprintf(size, sizeof size, "%.2f GiB", gib);
+      char rate[32] = "";
+      if (decode) std::snprintf(rate, sizeof rate, "%.2f", gbps);
+      std::string model = opt.runtime.model_path;
+      if (model.size() > 40) model = "..." + model.substr(model.size() - 37);
+      std::printf("| %-40s | %-8s | %10s | %7d | %8s | %21s | %12s |\n", model.c_str(),
+                  weight_type.c_str(), size, threads, r.name.c_str(), ts, rate);
+    }
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+Command register_bench(CLI::App& app) {
+  auto opt = std::make_shared<BenchOptions>();
+  opt->runtime.add_to(app);
+  opt->batch_option = app.get_option("--batch-size");
+  app.add_option("-p,--n-prompt", opt->prompt_list, "Prompt lengths of the ppN tests (comma list; 0: none)")
+      ->capture_default_str();
+  app.add_option("-n,--n-gen", opt->gen_list, "Generated tokens of the tgN tests (comma list; 0: none)")
+      ->capture_default_str();
+  app.add_option("-r,--repetitions", opt->repetitions, "Timed runs per test (after one warm-up run)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--tg-prompt", opt->tg_prompt_tokens, "Untimed prompt tokens before each tg run")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--json", opt->json, "One JSON object per test line");
+  return [opt] { return run_bench(*opt); };
+}
+
+}  // namespace qs::cli
