@@ -5,7 +5,8 @@
 // Env: see server_harness.mjs (QS_BIN, QS_WORK_DIR, QS_TOKENIZER_DIR).
 //
 // Servers: `overload` (--max-queue 4 --max-num-seqs 2), `queueWait` (--max-num-seqs 1
-// --max-queue-wait 0.3) and `small` (--no-prefix-cache --kv-cache-memory 1MiB).
+// --max-queue-wait 0.3), `small` (--no-prefix-cache --kv-cache-memory 1MiB) and `tight`
+// (--kv-cache-memory 96KiB: 12 blocks of the tiny model, 192 tokens, for 8 sequences).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -14,18 +15,20 @@ import { startServer, makeTinyModel, cleanWorkDir } from './server_harness.mjs';
 let overload;
 let queueWait;
 let small;
+let tight;
 
 before(async () => {
   await makeTinyModel();
-  [overload, queueWait, small] = await Promise.all([
+  [overload, queueWait, small, tight] = await Promise.all([
     startServer(['--max-queue', '4', '--max-num-seqs', '2', '--log-format', 'json']),
     startServer(['--max-num-seqs', '1', '--max-queue-wait', '0.3']),
     startServer(['--no-prefix-cache', '--kv-cache-memory', '1MiB', '--log-format', 'json']),
+    startServer(['--kv-cache-memory', '96KiB', '--max-num-seqs', '8', '--log-format', 'json']),
   ]);
 });
 
 after(async () => {
-  for (const s of [overload, queueWait, small]) if (s && !s.exit) await s.stop();
+  for (const s of [overload, queueWait, small, tight]) if (s && !s.exit) await s.stop();
   cleanWorkDir();
 });
 
@@ -215,4 +218,28 @@ test('a request larger than the KV cache gets 400 naming both numbers; nothing l
   const stats = (await small.get('/stats')).json;
   assert.equal(stats.kv_blocks.referenced, 0, JSON.stringify(stats.kv_blocks));
   assert.equal(m.get('qwenserve_num_requests_running'), 0);
+});
+
+test('preemption: concurrent requests beyond a tiny KV budget all complete with their solo output', async () => {
+  const stderrBlocks = Number(/KV (\d+) blocks/.exec(tight.stderr)?.[1]);
+  assert.equal(stderrBlocks, 12, tight.stderr);
+  const bodies = Array.from({ length: 6 }, (_, i) => chat(`Preempt me, number ${i}, please.`, { max_tokens: 60, stream: i % 2 === 0 }));
+  const results = await Promise.all(bodies.map((b) => (b.stream ? tight.stream('/v1/chat/completions', b)
+                                                                 : tight.post('/v1/chat/completions', b))));
+  const stats = (await tight.get('/stats')).json;
+  assert.ok(stats.preemptions > 0, `the budget forced preemptions: ${JSON.stringify(stats)}`);
+  for (let i = 0; i < bodies.length; i++) {
+    const r = results[i];
+    assert.equal(r.status, 200, r.text);
+    const text = bodies[i].stream
+      ? r.events.map((e) => e.json?.choices?.[0]?.delta?.content ?? '').join('')
+      : r.json.choices[0].message.content;
+    const solo = await small.post('/v1/chat/completions', { ...bodies[i], stream: false });
+    assert.equal(text, solo.json.choices[0].message.content, `request ${i} equals its solo run`);
+  }
+  await sleep(50);
+  const after = (await tight.get('/stats')).json;
+  assert.equal(after.kv_blocks.referenced, 0, JSON.stringify(after.kv_blocks));
+  const m = (await tight.metrics()).values;
+  assert.equal(m.get('qwenserve_num_preemptions_total'), after.preemptions);
 });
