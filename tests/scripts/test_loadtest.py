@@ -122,7 +122,7 @@ def check_summary(name, got, want):
         check(close(got.get(k), want[k]), f"{name}.{k}: reported {got.get(k)} numpy {want[k]}")
 
 
-def check_level(name, level, records, num_requests):
+def check_level(name, level, records, num_requests, slo_ttft_ms=None, slo_itl_ms=None):
     """Reported metrics of one level against numpy over its dumped records."""
     ok = [r for r in records if r["status"] == "200" and not r["error"]]
     check(len(records) == num_requests, f"{name}: {len(records)} dumped records, expected {num_requests}")
@@ -144,7 +144,11 @@ def check_level(name, level, records, num_requests):
     check(close(level["output_throughput"], sum(r["output_tokens"] for r in ok) / duration),
           f"{name}: output_throughput {level['output_throughput']}")
     check(close(level["request_throughput"], len(ok) / duration), f"{name}: request_throughput")
-    check(close(level["goodput"], len(ok) / duration), f"{name}: goodput without SLOs")
+    good = [r for r in ok
+            if (slo_ttft_ms is None or (r["ttft_ms"] is not None and r["ttft_ms"] <= slo_ttft_ms))
+            and (slo_itl_ms is None or all(g <= slo_itl_ms for g in r["itl_ms"]))]
+    check(close(level["goodput"], len(good) / duration),
+          f"{name}: goodput {level['goodput']} != {len(good)} good requests / {duration} s")
     for r in ok:
         where = f"{name} conv {r['conversation']} turn {r['turn']}"
         if r["finish_reason"] != "stop":
@@ -189,11 +193,12 @@ def main():
         print("multi-turn 2, chat, --concurrency 2", flush=True)
         dump = os.path.join(WORK, "multi.jsonl")
         p = loadtest(url, "--concurrency", "2", "--multi-turn", "2", "--num-requests", "8",
-                     "--input-tokens", "24", "--output-tokens", "6", "--json", dump=dump)
+                     "--input-tokens", "24", "--output-tokens", "6", "--json",
+                     "--slo-ttft-ms", "40", "--slo-itl-ms", "16", dump=dump)
         levels, records = json_levels(p), read_dump(dump)
         if levels:
             lv = levels[0]
-            check_level("multi-turn", lv, records, 8)
+            check_level("multi-turn", lv, records, 8, slo_ttft_ms=40, slo_itl_ms=16)
             by_turn = lv.get("ttft_ms_by_turn", {})
             check(sorted(by_turn) == ["1", "2"], f"ttft_ms_by_turn keys {sorted(by_turn)}")
             for turn in ("1", "2"):
