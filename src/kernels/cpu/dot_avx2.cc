@@ -156,8 +156,21 @@ inline int32_t mins_dot(const uint8_t m[8], const int16_t bsums[16]) {
   return _mm_cvtsi128_si32(s);
 }
 
+// All 8 scales and mins at once with 32-bit masks (same values as unpack_scale_min_k4): bytes
+// 0..3 hold sc[0..3] (+ top bits of sc[4..7]), 4..7 m[0..3] (+ top bits of m[4..7]), 8..11 the
+// low nibbles of sc[4..7] | m[4..7] << 4.
 inline void unpack_all_scale_min(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]) {
-  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, scales, &sc[j], &m[j]);
+  uint32_t u[3];
+  std::memcpy(u, scales, 12);
+  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+  const uint32_t sc_lo = u[0] & low6;
+  const uint32_t m_lo = u[1] & low6;
+  const uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(m, &m_lo, 4);
+  std::memcpy(m + 4, &m_hi, 4);
 }
 
 // Q4_K (kFifthBit = false) and Q5_K (true).
@@ -175,6 +188,9 @@ float dot_min_scale_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
     min_sum += dmin * static_cast<float>(mins_dot(m, a[b].bsums));
     __m256i high_bits = _mm256_setzero_si256();
     if constexpr (kFifthBit) high_bits = load256(x[b].qh);
+    // sc[0..7] as int16, in both 128-bit lanes; sub-block j's scale is broadcast by one shuffle.
+    const __m256i scales16 =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
     __m256i sumi = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(x[b].qs + 32 * c);
@@ -189,8 +205,10 @@ float dot_min_scale_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
       }
       const __m256i p_lo = _mm256_maddubs_epi16(q_lo, load256(a[b].qs + 64 * c));
       const __m256i p_hi = _mm256_maddubs_epi16(q_hi, load256(a[b].qs + 64 * c + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c])));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1])));
+      const __m256i s_lo = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * c)));
+      const __m256i s_hi = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * c)));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, s_lo));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, s_hi));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
