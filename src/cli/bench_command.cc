@@ -188,11 +188,15 @@ int run_bench(BenchOptions& opt) {
   for (const auto& [r, decode] : results) {
     const double gbps = static_cast<double>(model_bytes) * r.mean / 1e9;
     if (opt.json) {
-      nlohmann::json j = {{"test", r.name},         {"tokens_per_second", r.mean},
-                          {"stddev", r.stddev},     {"model_bytes", model_bytes},
-                          {"weight_type", weight_type}, {"threads", threads},
-                          {"runs", opt.repetitions}, {"samples_ts", r.samples},
-                          {"model", opt.runtime.model_path}};
+      nlohmann::ordered_json j = {{"test", r.name},
+                                  {"tokens_per_second", r.mean},
+                                  {"stddev", r.stddev},
+                                  {"model_bytes", model_bytes},
+                                  {"weight_type", weight_type},
+                                  {"threads", threads},
+                                  {"runs", opt.repetitions},
+                                  {"samples_ts", r.samples},
+                                  {"model", opt.runtime.model_path}};
       if (decode) j["weights_gb_per_s"] = gbps;
       std::printf("%s\n", j.dump().c_str());
     } else {

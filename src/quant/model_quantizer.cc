@@ -140,7 +140,13 @@ std::unique_ptr<QuantizedWeights> quantize_weights(const LoadedModel& model, Qua
   const ModelWeights& src = model.weights;
   const bool tied = src.lm_head == src.embed_tokens;
   const int64_t n_layers = model.config.num_hidden_layers;
-  const size_t total = model_weight_bytes(src);
+  size_t total = model_weight_bytes(src);  // minus the 1-D tensors, which are not converted
+  for (const LayerWeights& l : src.layers) {
+    for (const TensorView* t : {l.attn_norm, l.q_bias, l.k_bias, l.v_bias, l.q_norm, l.k_norm, l.ffn_norm}) {
+      total -= t != nullptr ? t->size_bytes : 0;
+    }
+  }
+  total -= src.final_norm != nullptr ? src.final_norm->size_bytes : 0;
   size_t done = 0;
   int reported_decile = 0;
   std::unordered_map<const TensorView*, const TensorView*> remapped;

@@ -44,6 +44,9 @@ def parse_args(argv):
     p.add_argument("--untied", action="store_true", help="separate lm_head.weight / output.weight")
     p.add_argument("--init-std", default="0.02",
                    help="std of matrix weights, or 'fan' for 1/sqrt(fan_in) (default 0.02)")
+    p.add_argument("--embed-std", type=float, default=None,
+                   help="std of the token embedding (and lm_head) only, overriding --init-std: a "
+                        "large value gives peaked output distributions (top-1 agreement tests)")
     p.add_argument("--vocab-size", type=int, default=None, help="default 151936")
     p.add_argument("--shard-size-mb", type=float, default=2000.0,
                    help="hf: shard when the weights exceed this many MB (10^6 bytes); default 2000")
@@ -80,6 +83,13 @@ class Progress:
                   f"{now - self.t0:.1f} s", file=sys.stderr, flush=True)
 
 
+EMBEDDING_NAMES = ("model.embed_tokens.weight", "lm_head.weight")
+
+
+def _std_for(a, spec):
+    return a.embed_std if a.embed_std is not None and spec.hf_name in EMBEDDING_NAMES else a.init_std
+
+
 def _chunks(spec, seed, init_std, dtype):
     def gen():
         for a in weights.generate_chunks(spec, seed, init_std):
@@ -113,7 +123,7 @@ def make_gguf(a, cfg, specs):
         if dt == "q8_0" and s.shape[-1] % weights.Q8_0_BLOCK:
             raise SystemExit(f"{s.gguf_name}: row length {s.shape[-1]} is not a multiple of 32 (q8_0)")
         tensors.append(GgufTensor(s.gguf_name, s.shape, weights.GGML_TYPE_ID[dt],
-                                  weights.encoded_nbytes(s.n_elements, dt), _chunks(s, a.seed, a.init_std, dt)))
+                                  weights.encoded_nbytes(s.n_elements, dt), _chunks(s, a.seed, _std_for(a, s), dt)))
     prog = Progress(sum(t.nbytes for t in tensors), len(tensors))
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     tmp = a.out + ".partial"
@@ -133,7 +143,7 @@ def make_hf(a, cfg, specs):
     for fn in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(a.tokenizer, fn), os.path.join(a.out, fn))
     tensors = [StTensor(s.hf_name, s.shape, a.dtype, weights.encoded_nbytes(s.n_elements, a.dtype),
-                        _chunks(s, a.seed, a.init_std, a.dtype)) for s in specs]
+                        _chunks(s, a.seed, _std_for(a, s), a.dtype)) for s in specs]
     prog = Progress(sum(t.nbytes for t in tensors), len(tensors))
     files = write_safetensors_dir(a.out, tensors, int(a.shard_size_mb * 1e6),
                                   progress=lambda t: prog(t.nbytes, t.name))
