@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
 #include "io_test_util.h"
@@ -262,6 +263,26 @@ TEST(QuantizeWeights, InMemoryMatchesTheFileRoute) {
   EXPECT_EQ(model_weight_bytes(mem->weights), model_weight_bytes(file_model->weights));
   EXPECT_EQ(describe_weight_type(*file_model, nullptr), "Q4_K_M");
   EXPECT_EQ(describe_weight_type(*model, mem.get()), "Q4_K_M");
+}
+
+TEST(MappedFileLoadOptions, NoMmapReadsTheSameBytesIntoRam) {
+  TempDir dir;
+  std::string bytes(100000, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + 3);
+  const std::string path = qs::testing::write_file(dir.file("f.bin"), bytes);
+  for (const MapOptions options : {MapOptions{false, false}, MapOptions{true, false},
+                                   MapOptions{true, true}, MapOptions{false, true}}) {
+    const MappedFile f(path, options);  // mlock may fail (RLIMIT_MEMLOCK): a warning, not an error
+    ASSERT_EQ(f.size_bytes(), bytes.size());
+    EXPECT_EQ(f.in_ram(), options.no_mmap);
+    EXPECT_EQ(std::memcmp(f.data(), bytes.data(), bytes.size()), 0);
+    if (!options.mlock) EXPECT_FALSE(f.locked());
+  }
+  // The process default is what MappedFile(path) and hence the model readers use.
+  MappedFile::set_default_options(MapOptions{true, false});
+  EXPECT_TRUE(MappedFile(path).in_ram());
+  MappedFile::set_default_options(MapOptions{});
+  EXPECT_FALSE(MappedFile(path).in_ram());
 }
 
 TEST(QuantizeModelFile, UnknownInputFailsWithThePath) {
