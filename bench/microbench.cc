@@ -78,6 +78,14 @@ uint64_t parallel_sum(qs::ThreadPool& pool) {
   return s;
 }
 
+/// Wall time summed over the timed calls (counters below are plain numbers, not "/s" rates).
+struct Timer {
+  std::chrono::steady_clock::time_point t0;
+  double seconds = 0;
+  void start() { t0 = std::chrono::steady_clock::now(); }
+  void stop() { seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+};
+
 /// Best-of-3 read bandwidth in GB/s with `threads` threads (cached per thread count).
 double read_bandwidth_gbps(int threads) {
   static std::map<int, double> cache;
@@ -98,10 +106,14 @@ double read_bandwidth_gbps(int threads) {
 void BM_ReadBandwidth(benchmark::State& state) {
   qs::ThreadPool& pool = pool_for(static_cast<int>(state.range(0)));
   parallel_sum(pool);
-  for (auto _ : state) benchmark::DoNotOptimize(parallel_sum(pool));
+  Timer timer;
+  for (auto _ : state) {
+    timer.start();
+    benchmark::DoNotOptimize(parallel_sum(pool));
+    timer.stop();
+  }
   const double bytes = static_cast<double>(read_buffer().size() * sizeof(uint64_t));
-  state.counters["GB_per_s"] =
-      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB_per_s"] = bytes * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
 }
 
 /// `copies` matrices [rows, cols] of `type` holding quantized N(0, 1) values.
@@ -143,18 +155,19 @@ void BM_Gemv(benchmark::State& state, DType type) {
   qs::kernels::MatmulScratch scratch(threads, kCols, 1);
   std::vector<float> x(kCols, 0.5f), y(kRows);
   size_t i = 0;
+  Timer timer;
   for (auto _ : state) {
+    timer.start();
     qs::kernels::matmul(w.views[i++ % w.views.size()], x.data(), 1, y.data(), pool, scratch);
     benchmark::ClobberMemory();
+    timer.stop();
   }
-  const double gbps_total = static_cast<double>(one) * static_cast<double>(state.iterations()) / 1e9;
-  state.counters["GB_per_s"] = benchmark::Counter(gbps_total, benchmark::Counter::kIsRate);
-  state.counters["weight_MB"] = static_cast<double>(one) / 1e6;
-  // kIsRate divides by the run's time: 100 * (GB / s) / read bandwidth = percent of it.
+  const double gbps = static_cast<double>(one) * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
   const double read_bw = read_bandwidth_gbps(threads);
-  state.counters["pct_of_read_bw"] =
-      benchmark::Counter(100.0 * gbps_total / read_bw, benchmark::Counter::kIsRate);
+  state.counters["GB_per_s"] = gbps;
+  state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
   state.counters["read_bw_GB_per_s"] = read_bw;
+  state.counters["weight_MB"] = static_cast<double>(one) / 1e6;
 }
 
 void BM_Gemm(benchmark::State& state, DType type) {
@@ -168,13 +181,15 @@ void BM_Gemm(benchmark::State& state, DType type) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : x) v = normal(rng);
+  Timer timer;
   for (auto _ : state) {
+    timer.start();
     qs::kernels::matmul(w.views[0], x.data(), tokens, y.data(), pool, scratch);
     benchmark::ClobberMemory();
+    timer.stop();
   }
   const double flops = 2.0 * static_cast<double>(tokens * kRows * kCols);
-  state.counters["GFLOP_per_s"] =
-      benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP_per_s"] = flops * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
 }
 
 }  // namespace
