@@ -39,11 +39,8 @@ inline int32_t hsum_epi32(__m256i v) {
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
-// 8 x int32 partial sums of w * a over 32 int8 pairs.
-inline __m256i dot32_i8(__m256i w, __m256i a) {
-  const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-  return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
-}
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
 
 // --- float weights ----------------------------------------------------------------------------
 
@@ -112,37 +109,38 @@ inline __m256i load_q4_0(const BlockQ4_0& b) {
   return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
 }
 
-template <typename Block, __m256i (*kLoad)(const Block&)>
-float dot_block32_one(int64_t n, const uint8_t* w, const BlockQ8_0A* a) {
+// One weight row against NT activation rows: each weight block is loaded and prepared once and
+// used for every token. Per token the accumulation is the same sequence of operations whatever
+// NT is (even blocks into acc0, odd into acc1, then hsum(acc0 + acc1)), so results do not depend
+// on how tokens are grouped.
+template <typename Block, __m256i (*kLoad)(const Block&), int NT>
+void dot_block32(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride, float* out) {
   const auto* x = reinterpret_cast<const Block*>(w);
+  const BlockQ8_0A* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_0A*>(act + t * stride);
   const int64_t nb = n / kBlockQ8_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  auto step = [&](int64_t b, __m256* acc) {
+    const __m256i q = kLoad(x[b]);
+    const __m256i q_abs = _mm256_sign_epi8(q, q);
+    const float d = half_to_float(x[b].d);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i y = _mm256_sign_epi8(load256(a[t][b].qs), q);
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q_abs, y), _mm256_set1_epi16(1));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[t][b].d), _mm256_cvtepi32_ps(p), acc[t]);
+    }
+  };
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    const __m256i p0 = dot32_i8(kLoad(x[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
-    const __m256i p1 =
-        dot32_i8(kLoad(x[b + 1]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + 1].qs)));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * a[b].d), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b + 1].d) * a[b + 1].d), _mm256_cvtepi32_ps(p1),
-                           acc1);
+    step(b, acc0);
+    step(b + 1, acc1);
   }
-  for (; b < nb; ++b) {
-    const __m256i p = dot32_i8(kLoad(x[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * a[b].d), _mm256_cvtepi32_ps(p), acc0);
-  }
-  return hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-float dot_q8_0_one(int64_t n, const uint8_t* w, const BlockQ8_0A* a) {
-  return dot_block32_one<BlockQ8_0, load_q8_0>(n, w, a);
-}
-float dot_q4_0_one(int64_t n, const uint8_t* w, const BlockQ8_0A* a) {
-  return dot_block32_one<BlockQ4_0, load_q4_0>(n, w, a);
+  if (b < nb) step(b, acc0);
+  for (int t = 0; t < NT; ++t) out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
 // --- K-quants x Q8_K --------------------------------------------------------------------------
-
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // sum_j m[j] * (bsums[2j] + bsums[2j + 1]) for the 8 sub-blocks of 32.
 inline int32_t mins_dot(const uint8_t m[8], const int16_t bsums[16]) {
@@ -173,25 +171,31 @@ inline void unpack_all_scale_min(const uint8_t* scales, uint8_t sc[8], uint8_t m
   std::memcpy(m + 4, &m_hi, 4);
 }
 
-// Q4_K (kFifthBit = false) and Q5_K (true).
-template <typename Block, bool kFifthBit>
-float dot_min_scale_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
+// Q4_K (kFifthBit = false) and Q5_K (true), one weight row against NT activation rows.
+template <typename Block, bool kFifthBit, int NT>
+void dot_min_scale(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride, float* out) {
   const auto* x = reinterpret_cast<const Block*>(w);
+  const BlockQ8_K* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_K*>(act + t * stride);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  float min_sum = 0.0f;
+  __m256 acc[NT];
+  float min_sum[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    min_sum[t] = 0.0f;
+  }
   for (int64_t b = 0; b < n / kBlockK; ++b) {
     uint8_t sc[8], m[8];
     unpack_all_scale_min(x[b].scales, sc, m);
-    const float d = half_to_float(x[b].d) * a[b].d;
-    const float dmin = half_to_float(x[b].dmin) * a[b].d;
-    min_sum += dmin * static_cast<float>(mins_dot(m, a[b].bsums));
-    __m256i high_bits = _mm256_setzero_si256();
-    if constexpr (kFifthBit) high_bits = load256(x[b].qh);
+    const float xd = half_to_float(x[b].d), xdmin = half_to_float(x[b].dmin);
+    for (int t = 0; t < NT; ++t) min_sum[t] += (xdmin * a[t][b].d) * static_cast<float>(mins_dot(m, a[t][b].bsums));
     // sc[0..7] as int16, in both 128-bit lanes; sub-block j's scale is broadcast by one shuffle.
     const __m256i scales16 =
         _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i high_bits = _mm256_setzero_si256();
+    if constexpr (kFifthBit) high_bits = load256(x[b].qh);
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(x[b].qs + 32 * c);
       __m256i q_lo = _mm256_and_si256(q, low_mask);
@@ -203,23 +207,20 @@ float dot_min_scale_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
         q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(h_lo, 4));
         q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(h_hi, 4));
       }
-      const __m256i p_lo = _mm256_maddubs_epi16(q_lo, load256(a[b].qs + 64 * c));
-      const __m256i p_hi = _mm256_maddubs_epi16(q_hi, load256(a[b].qs + 64 * c + 32));
       const __m256i s_lo = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * c)));
       const __m256i s_hi = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * c)));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, s_lo));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, s_hi));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p_lo = _mm256_maddubs_epi16(q_lo, load256(a[t][b].qs + 64 * c));
+        const __m256i p_hi = _mm256_maddubs_epi16(q_hi, load256(a[t][b].qs + 64 * c + 32));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p_lo, s_lo));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p_hi, s_hi));
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xd * a[t][b].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+    }
   }
-  return hsum_ps(acc) - min_sum;
-}
-
-float dot_q4_k_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
-  return dot_min_scale_one<BlockQ4_K, false>(n, w, a);
-}
-float dot_q5_k_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
-  return dot_min_scale_one<BlockQ5_K, true>(n, w, a);
+  for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]) - min_sum[t];
 }
 
 // Scales of two consecutive 16-element sub-blocks, one per 128-bit lane of 8 int16 products.
@@ -227,22 +228,28 @@ inline __m256i scale_pair(const int8_t* s) {
   return _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
 }
 
-float dot_q6_k_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
+template <int NT>
+void dot_q6_k(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride, float* out) {
   const auto* x = reinterpret_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_K*>(act + t * stride);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   const __m256i two_bits = _mm256_set1_epi8(3);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kBlockK; ++b) {
     const int8_t* scales = x[b].scales;
-    // Offset term: 32 * sum_k scales[k] * bsums[k].
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-    const __m256i offset = _mm256_madd_epi16(sc16, load256(a[b].bsums));
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) {
+      // Offset term 32 * sum_k scales[k] * bsums[k], subtracted up front (integer, exact).
+      sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                 _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[t][b].bsums)), 5));
+    }
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load256(x[b].ql + 64 * h);
       const __m256i l1 = load256(x[b].ql + 64 * h + 32);
       const __m256i hb = load256(x[b].qh + 32 * h);
-      const int8_t* q8 = a[b].qs + 128 * h;
       const __m256i q[4] = {
           _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4)),
           _mm256_or_si256(_mm256_and_si256(l1, low_mask),
@@ -253,14 +260,19 @@ float dot_q6_k_one(int64_t n, const uint8_t* w, const BlockQ8_K* a) {
                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4)),
       };
       for (int g = 0; g < 4; ++g) {
-        const __m256i p = _mm256_maddubs_epi16(q[g], load256(q8 + 32 * g));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(scales + 8 * h + 2 * g)));
+        const __m256i s = scale_pair(scales + 8 * h + 2 * g);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(q[g], load256(a[t][b].qs + 128 * h + 32 * g));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, s));
+        }
       }
     }
-    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[b].d) * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
+    const float d = half_to_float(x[b].d);
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[t][b].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+    }
   }
-  return hsum_ps(acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]);
 }
 
 // --- activation quantization (bit-identical to quantize_row_q8_0a / quantize_row_q8_k) -------
@@ -321,6 +333,27 @@ void row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act
   }
 }
 
+using MultiFn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*);
+
+// Tokens in groups of 4, then the remainder, through the NT-token kernels.
+template <MultiFn k1, MultiFn k2, MultiFn k3, MultiFn k4>
+void row_dot_multi(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(act);
+  int t = 0;
+  for (; t + 4 <= n_act; t += 4) k4(n, wb, ab + t * stride, stride, out + t);
+  switch (n_act - t) {
+    case 3: k3(n, wb, ab + t * stride, stride, out + t); break;
+    case 2: k2(n, wb, ab + t * stride, stride, out + t); break;
+    case 1: k1(n, wb, ab + t * stride, stride, out + t); break;
+    default: break;
+  }
+}
+
+#define QS_MULTI(kernel, ...) \
+  row_dot_multi<kernel<__VA_ARGS__, 1>, kernel<__VA_ARGS__, 2>, kernel<__VA_ARGS__, 3>, kernel<__VA_ARGS__, 4>>
+#define QS_MULTI0(kernel) row_dot_multi<kernel<1>, kernel<2>, kernel<3>, kernel<4>>
+
 }  // namespace
 
 const DotKernels* avx2_dot_kernels() {
@@ -329,11 +362,11 @@ const DotKernels* avx2_dot_kernels() {
       row_dot<float, dot_f32_one>,
       row_dot<float, dot_f16_one>,
       row_dot<float, dot_bf16_one>,
-      row_dot<BlockQ8_0A, dot_q8_0_one>,
-      row_dot<BlockQ8_0A, dot_q4_0_one>,
-      row_dot<BlockQ8_K, dot_q4_k_one>,
-      row_dot<BlockQ8_K, dot_q5_k_one>,
-      row_dot<BlockQ8_K, dot_q6_k_one>,
+      QS_MULTI(dot_block32, BlockQ8_0, load_q8_0),
+      QS_MULTI(dot_block32, BlockQ4_0, load_q4_0),
+      QS_MULTI(dot_min_scale, BlockQ4_K, false),
+      QS_MULTI(dot_min_scale, BlockQ5_K, true),
+      QS_MULTI0(dot_q6_k),
       quantize_q8_0a,
       quantize_q8_k,
   };
