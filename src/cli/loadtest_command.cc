@@ -118,31 +118,59 @@ std::vector<loadtest::Conversation> make_workload(const LoadtestOptions& opt,
   return workload;
 }
 
+// Sends --warmup requests one at a time (random single-turn prompts, never the dataset's); their
+// results are only counted on stderr.
+void run_warmup(const LoadtestOptions& opt, const loadtest::EndpointConfig& endpoint,
+                const loadtest::TokenCounter& counter) {
+  loadtest::LevelOptions warm;
+  warm.endpoint = endpoint;
+  warm.concurrency = 1;
+  warm.show_progress = false;
+  LoadtestOptions warm_opt = opt;
+  warm_opt.dataset.clear();
+  warm_opt.multi_turn = 1;
+  warm_opt.quiet = true;
+  const auto result = loadtest::run_level(
+      warm, make_workload(warm_opt, counter, opt.seed ^ 0x5741524d, static_cast<size_t>(opt.warmup)));
+  size_t ok = 0;
+  for (const auto& r : result.records) ok += r.ok() ? 1 : 0;
+  if (!opt.quiet) {
+    std::cerr << "loadtest: warmup " << ok << "/" << result.records.size()
+              << " requests completed (not measured)\n";
+  }
+}
+
+// Options of level `index`: its concurrency or request rate, and seeds of its own.
+loadtest::LevelOptions level_options(const LoadtestOptions& opt,
+                                     const loadtest::EndpointConfig& endpoint, bool open_loop,
+                                     double value, size_t index) {
+  loadtest::LevelOptions level;
+  level.endpoint = endpoint;
+  level.closed_loop = !open_loop;
+  if (open_loop) {
+    level.request_rate = value;
+  } else {
+    level.concurrency = static_cast<int>(value);
+  }
+  level.burstiness = opt.burstiness;
+  level.max_concurrency = opt.max_concurrency;
+  level.seed = opt.seed + index;
+  level.show_progress = !opt.quiet;
+  return level;
+}
+
 int run_loadtest(const LoadtestOptions& opt) {
   if (opt.num_requests == 0) throw Error("--num-requests must be >= 1");
+  if (opt.multi_turn < 1) throw Error("--multi-turn must be >= 1");
+  if (!(opt.burstiness > 0)) throw Error("--burstiness must be > 0");
   const loadtest::EndpointConfig endpoint = endpoint_config(opt);
   const bool open_loop = !opt.request_rate.empty();
-  const std::vector<double> levels = open_loop ? parse_list(opt.request_rate, "--request-rate")
-                                               : parse_list(opt.concurrency.empty() ? "1" : opt.concurrency,
-                                                            "--concurrency");
-  if (!(opt.burstiness > 0)) throw Error("--burstiness must be > 0");
-  const loadtest::TokenCounter counter = make_token_counter(opt, endpoint);
-  if (opt.warmup > 0) {
-    loadtest::LevelOptions warm;
-    warm.endpoint = endpoint;
-    warm.concurrency = 1;
-    warm.show_progress = false;
-    LoadtestOptions warm_opt = opt;  // random single-turn prompts, never the dataset's
-    warm_opt.dataset.clear();
-    warm_opt.multi_turn = 1;
-    warm_opt.quiet = true;
-    const auto result = loadtest::run_level(
-        warm, make_workload(warm_opt, counter, opt.seed ^ 0x5741524d, static_cast<size_t>(opt.warmup)));
-    size_t ok = 0;
-    for (const auto& r : result.records) ok += r.ok() ? 1 : 0;
-    if (!opt.quiet) {
-      std::cerr << "loadtest: warmup " << ok << "/" << result.records.size()
-                << " requests completed (not measured)\n";
+  const std::vector<double> levels =
+      open_loop ? parse_list(opt.request_rate, "--request-rate")
+                : parse_list(opt.concurrency.empty() ? "1" : opt.concurrency, "--concurrency");
+  for (double v : levels) {
+    if (!open_loop && (v != std::floor(v) || v > 100000)) {
+      throw Error("--concurrency values must be integers (at most 100000)");
     }
   }
   std::ofstream dump;
@@ -150,29 +178,15 @@ int run_loadtest(const LoadtestOptions& opt) {
     dump.open(opt.dump_requests, std::ios::trunc);
     if (!dump) throw Error(opt.dump_requests + ": cannot open for writing");
   }
+  const loadtest::TokenCounter counter = make_token_counter(opt, endpoint);
+  if (opt.warmup > 0) run_warmup(opt, endpoint, counter);
   const loadtest::SloOptions slo{opt.slo_ttft_ms, opt.slo_itl_ms};
   for (size_t i = 0; i < levels.size(); ++i) {
-    loadtest::LevelOptions level;
-    level.endpoint = endpoint;
-    level.closed_loop = !open_loop;
-    if (open_loop) {
-      level.request_rate = levels[i];
-    } else {
-      if (levels[i] != std::floor(levels[i])) throw Error("--concurrency values must be integers");
-      level.concurrency = static_cast<int>(levels[i]);
-    }
-    level.burstiness = opt.burstiness;
-    level.max_concurrency = opt.max_concurrency;
-    level.seed = opt.seed + i;
-    level.show_progress = !opt.quiet;
     const loadtest::LevelResult result =
-        loadtest::run_level(level, make_workload(opt, counter, opt.seed + i, opt.num_requests));
+        loadtest::run_level(level_options(opt, endpoint, open_loop, levels[i], i),
+                            make_workload(opt, counter, opt.seed + i, opt.num_requests));
     const auto summary = loadtest::level_json(result, slo);
-    if (opt.json) {
-      std::cout << summary.dump() << std::endl;
-    } else {
-      std::cout << loadtest::format_level(summary) << std::endl;
-    }
+    std::cout << (opt.json ? summary.dump() : loadtest::format_level(summary)) << std::endl;
     if (dump.is_open()) {
       for (const auto& r : result.records) dump << loadtest::record_json(r, result).dump() << "\n";
       dump.flush();
