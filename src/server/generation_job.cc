@@ -65,9 +65,12 @@ void finish_record(const GenerationJob& job, metrics::ServerMetrics& metrics,
     const std::string line = metrics::request_log_line(record);
     std::fprintf(stderr, "%s\n", line.c_str());
   } else if (job.log_format == GenerationJob::LogFormat::kText) {
-    std::fprintf(stderr, "%s status=%d finish=%s prompt=%lld completion=%lld ttft_ms=%.1f e2e_ms=%.1f\n",
+    std::fprintf(stderr,
+                 "%s status=%d finish=%s stop_cause=%s prompt=%lld cached=%lld completion=%lld ttft_ms=%.1f "
+                 "e2e_ms=%.1f\n",
                  record.id.c_str(), record.status, record.finish_reason.c_str(),
-                 static_cast<long long>(record.prompt_tokens),
+                 record.stop_cause.empty() ? "-" : record.stop_cause.c_str(),
+                 static_cast<long long>(record.prompt_tokens), static_cast<long long>(record.cached_tokens),
                  static_cast<long long>(record.completion_tokens), record.ttft_ms.value_or(-1),
                  record.e2e_ms);
   }
