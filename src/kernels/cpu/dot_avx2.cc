@@ -68,31 +68,33 @@ inline float scalar_bf16(const uint8_t* p) {
   return bf16_to_fp32(h);
 }
 
-template <int kBytes, __m256 (*kLoad8)(const uint8_t*), float (*kLoad1)(const uint8_t*)>
-float dot_float_one(int64_t n, const uint8_t* w, const float* a) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+// One weight row against NT f32 activation rows; each 8-element weight vector is converted once.
+// Per token: 16-element steps into acc0 / acc1, one 8-element step into acc0, hsum(acc0 + acc1),
+// then the scalar tail -- the same sequence for every NT.
+template <int kBytes, __m256 (*kLoad8)(const uint8_t*), float (*kLoad1)(const uint8_t*), int NT>
+void dot_float(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride, float* out) {
+  const float* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const float*>(act + t * stride);
+  __m256 acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm256_fmadd_ps(kLoad8(w + kBytes * i), _mm256_loadu_ps(a + i), acc0);
-    acc1 = _mm256_fmadd_ps(kLoad8(w + kBytes * (i + 8)), _mm256_loadu_ps(a + i + 8), acc1);
-    acc2 = _mm256_fmadd_ps(kLoad8(w + kBytes * (i + 16)), _mm256_loadu_ps(a + i + 16), acc2);
-    acc3 = _mm256_fmadd_ps(kLoad8(w + kBytes * (i + 24)), _mm256_loadu_ps(a + i + 24), acc3);
+  for (; i + 16 <= n; i += 16) {
+    const __m256 w0 = kLoad8(w + kBytes * i), w1 = kLoad8(w + kBytes * (i + 8));
+    for (int t = 0; t < NT; ++t) {
+      acc0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a[t] + i), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a[t] + i + 8), acc1[t]);
+    }
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(kLoad8(w + kBytes * i), _mm256_loadu_ps(a + i), acc0);
-  float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-  for (; i < n; ++i) sum += kLoad1(w + kBytes * i) * a[i];
-  return sum;
-}
-
-float dot_f32_one(int64_t n, const uint8_t* w, const float* a) {
-  return dot_float_one<4, load8_f32, scalar_f32>(n, w, a);
-}
-float dot_f16_one(int64_t n, const uint8_t* w, const float* a) {
-  return dot_float_one<2, load8_f16, scalar_f16>(n, w, a);
-}
-float dot_bf16_one(int64_t n, const uint8_t* w, const float* a) {
-  return dot_float_one<2, load8_bf16, scalar_bf16>(n, w, a);
+  if (i + 8 <= n) {
+    const __m256 w0 = kLoad8(w + kBytes * i);
+    for (int t = 0; t < NT; ++t) acc0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a[t] + i), acc0[t]);
+    i += 8;
+  }
+  for (int t = 0; t < NT; ++t) {
+    float sum = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
+    for (int64_t j = i; j < n; ++j) sum += kLoad1(w + kBytes * j) * a[t][j];
+    out[t] = sum;
+  }
 }
 
 // --- Q8_0 / Q4_0 x Q8_0A ----------------------------------------------------------------------
@@ -325,14 +327,6 @@ void quantize_q8_k(const float* x, BlockQ8_K* dst, int64_t n) {
   }
 }
 
-template <typename Act, float (*kOne)(int64_t, const uint8_t*, const Act*)>
-void row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
-  for (int t = 0; t < n_act; ++t) {
-    const auto* a = reinterpret_cast<const Act*>(static_cast<const uint8_t*>(act) + t * stride);
-    out[t] = kOne(n, static_cast<const uint8_t*>(w), a);
-  }
-}
-
 using MultiFn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*);
 
 // Tokens in groups of 4, then the remainder, through the NT-token kernels.
@@ -359,9 +353,9 @@ void row_dot_multi(int64_t n, const void* w, const void* act, size_t stride, int
 const DotKernels* avx2_dot_kernels() {
   static const DotKernels table = {
       CpuIsa::kAvx2,
-      row_dot<float, dot_f32_one>,
-      row_dot<float, dot_f16_one>,
-      row_dot<float, dot_bf16_one>,
+      QS_MULTI(dot_float, 4, load8_f32, scalar_f32),
+      QS_MULTI(dot_float, 2, load8_f16, scalar_f16),
+      QS_MULTI(dot_float, 2, load8_bf16, scalar_bf16),
       QS_MULTI(dot_block32, BlockQ8_0, load_q8_0),
       QS_MULTI(dot_block32, BlockQ4_0, load_q4_0),
       QS_MULTI(dot_min_scale, BlockQ4_K, false),
