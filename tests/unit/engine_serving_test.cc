@@ -191,6 +191,28 @@ TEST_F(EngineFixture, QueueLimitRejectsImmediatelyWithoutDisturbingAdmitted) {
   }
 }
 
+TEST_F(EngineFixture, QueueSlotsAreReservedBeforeSubmissionAndReleasedWhenUnused) {
+  EngineOptions options{1, 32};
+  options.max_queue = 2;
+  Engine engine(runner, cache, tokenizer, options);
+  {
+    QueueSlot a = engine.reserve_queue_slot();
+    QueueSlot b = engine.reserve_queue_slot();
+    EXPECT_TRUE(a && b);
+    EXPECT_FALSE(engine.reserve_queue_slot());  // both places taken while requests are prepared
+    EXPECT_EQ(engine.stats().waiting, 2);
+    EXPECT_EQ(engine.try_submit(greedy_request({1, 2}, 4)).rejection, EngineErrorCode::kQueueFull);
+    SubmitResult r = engine.try_submit(greedy_request({1, 2}, 4), &a);  // a becomes its place
+    ASSERT_NE(r.stream, nullptr);
+    EXPECT_FALSE(a);
+    EXPECT_EQ(collect(*r.stream).tokens.size(), 4u);
+  }  // b released unused
+  const EngineStats st = settled_stats(engine);
+  EXPECT_EQ(st.waiting, 0);
+  EXPECT_EQ(st.in_flight, 0);
+  EXPECT_TRUE(engine.reserve_queue_slot());
+}
+
 TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
   EngineOptions options{1, 32};
   options.max_queue_wait_s = 0.01;
