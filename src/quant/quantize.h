@@ -39,8 +39,9 @@ void dequantize_row_q4_k(const void* src, float* dst, int64_t n);
 void dequantize_row_q5_k(const void* src, float* dst, int64_t n);
 void dequantize_row_q6_k(const void* src, float* dst, int64_t n);
 
-/// Activations for Q8_0 / Q4_0 dots: n / 32 BlockQ8_0A, d = max|x| / 127 (f32), qs = round(x / d)
-/// to nearest, ties to even. A block of zeros gets d = 0.
+/// Activations for Q8_0 / Q4_0 dots: n / 32 BlockQ8_0A with d = max|x| / 127 (f32) and
+/// qs = round(x * (127 / max|x|)) to nearest, ties to even (|x - d * qs| <= d / 2). A block of
+/// zeros gets d = 0. The SIMD quantizers in kernels/cpu reproduce this bit for bit.
 void quantize_row_q8_0a(const float* src, BlockQ8_0A* dst, int64_t n);
 /// Activations for K-quant dots: n / 256 BlockQ8_K, same rounding as Q8_0A, plus per-16 sums.
 void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
