@@ -144,13 +144,11 @@ void dot_block32(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride,
 
 // --- K-quants x Q8_K --------------------------------------------------------------------------
 
-// sum_j m[j] * (bsums[2j] + bsums[2j + 1]) for the 8 sub-blocks of 32.
-inline int32_t mins_dot(const uint8_t m[8], const int16_t bsums[16]) {
+// sum_j m[j] * (bsums[2j] + bsums[2j + 1]) for the 8 sub-blocks of 32; mins16 = m[0..7] as int16.
+inline int32_t mins_dot(__m128i mins16, const int16_t bsums[16]) {
   const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums));
   const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8));
-  const __m128i pair_sums = _mm_hadd_epi16(lo, hi);
-  const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-  __m128i s = _mm_madd_epi16(pair_sums, mins);
+  __m128i s = _mm_madd_epi16(_mm_hadd_epi16(lo, hi), mins16);
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
   return _mm_cvtsi128_si32(s);
@@ -158,19 +156,18 @@ inline int32_t mins_dot(const uint8_t m[8], const int16_t bsums[16]) {
 
 // All 8 scales and mins at once with 32-bit masks (same values as unpack_scale_min_k4): bytes
 // 0..3 hold sc[0..3] (+ top bits of sc[4..7]), 4..7 m[0..3] (+ top bits of m[4..7]), 8..11 the
-// low nibbles of sc[4..7] | m[4..7] << 4.
-inline void unpack_all_scale_min(const uint8_t* scales, uint8_t sc[8], uint8_t m[8]) {
+// low nibbles of sc[4..7] | m[4..7] << 4. Returned as int16 lanes, built in registers (going
+// through memory would split a store across a wider load and stall store forwarding).
+inline void unpack_all_scale_min(const uint8_t* scales, __m128i* sc16, __m128i* m16) {
   uint32_t u[3];
   std::memcpy(u, scales, 12);
   const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-  const uint32_t sc_lo = u[0] & low6;
-  const uint32_t m_lo = u[1] & low6;
-  const uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
-  const uint32_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
-  std::memcpy(sc, &sc_lo, 4);
-  std::memcpy(sc + 4, &sc_hi, 4);
-  std::memcpy(m, &m_lo, 4);
-  std::memcpy(m + 4, &m_hi, 4);
+  const uint64_t sc_lo = u[0] & low6;
+  const uint64_t m_lo = u[1] & low6;
+  const uint64_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  const uint64_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+  *sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc_lo | sc_hi << 32)));
+  *m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m_lo | m_hi << 32)));
 }
 
 // Q4_K (kFifthBit = false) and Q5_K (true), one weight row against NT activation rows.
@@ -187,13 +184,12 @@ void dot_min_scale(int64_t n, const uint8_t* w, const uint8_t* act, size_t strid
     min_sum[t] = 0.0f;
   }
   for (int64_t b = 0; b < n / kBlockK; ++b) {
-    uint8_t sc[8], m[8];
-    unpack_all_scale_min(x[b].scales, sc, m);
+    __m128i sc16, m16;
+    unpack_all_scale_min(x[b].scales, &sc16, &m16);
     const float xd = half_to_float(x[b].d), xdmin = half_to_float(x[b].dmin);
-    for (int t = 0; t < NT; ++t) min_sum[t] += (xdmin * a[t][b].d) * static_cast<float>(mins_dot(m, a[t][b].bsums));
+    for (int t = 0; t < NT; ++t) min_sum[t] += (xdmin * a[t][b].d) * static_cast<float>(mins_dot(m16, a[t][b].bsums));
     // sc[0..7] as int16, in both 128-bit lanes; sub-block j's scale is broadcast by one shuffle.
-    const __m256i scales16 =
-        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    const __m256i scales16 = _mm256_broadcastsi128_si256(sc16);
     __m256i high_bits = _mm256_setzero_si256();
     if constexpr (kFifthBit) high_bits = load256(x[b].qh);
     __m256i sumi[NT];
