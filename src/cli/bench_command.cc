@@ -149,6 +149,49 @@ TestResult measure(const std::string& name, int64_t n, int repetitions,
   return r;
 }
 
+struct ModelInfo {
+  std::string path;
+  std::string weight_type;
+  size_t model_bytes = 0;
+  int threads = 0;
+};
+
+void print_header() {
+  std::printf("| %-40s | %-8s | %10s | %7s | %8s | %20s | %12s |\n", "model", "type", "size",
+              "threads", "test", "t/s", "weights GB/s");
+  std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(40, '-').c_str(),
+              std::string(8, '-').c_str(), std::string(10, '-').c_str(), std::string(7, '-').c_str(),
+              std::string(8, '-').c_str(), std::string(20, '-').c_str(), std::string(12, '-').c_str());
+}
+
+// One table row or JSON line, printed as soon as the test finishes (as llama-bench does).
+void print_result(const TestResult& r, bool decode, const ModelInfo& m, int repetitions, bool json) {
+  const double gbps = static_cast<double>(m.model_bytes) * r.mean / 1e9;
+  if (json) {
+    nlohmann::ordered_json j = {{"test", r.name},
+                                {"tokens_per_second", r.mean},
+                                {"stddev", r.stddev},
+                                {"model_bytes", m.model_bytes},
+                                {"weight_type", m.weight_type},
+                                {"threads", m.threads},
+                                {"runs", repetitions},
+                                {"samples_ts", r.samples},
+                                {"model", m.path}};
+    if (decode) j["weights_gb_per_s"] = gbps;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    char ts[64], size[32], rate[32] = "";
+    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean, r.stddev);
+    std::snprintf(size, sizeof size, "%.2f GiB", static_cast<double>(m.model_bytes) / (1u << 30));
+    if (decode) std::snprintf(rate, sizeof rate, "%.2f", gbps);
+    std::string model = m.path;
+    if (model.size() > 40) model = "..." + model.substr(model.size() - 37);
+    std::printf("| %-40s | %-8s | %10s | %7d | %8s | %21s | %12s |\n", model.c_str(),
+                m.weight_type.c_str(), size, m.threads, r.name.c_str(), ts, rate);
+  }
+  std::fflush(stdout);
+}
+
 int run_bench(BenchOptions& opt) {
   const std::vector<int64_t> prompts = parse_list(opt.prompt_list, "-p");
   const std::vector<int64_t> gens = parse_list(opt.gen_list, "-n");
@@ -163,56 +206,20 @@ int run_bench(BenchOptions& opt) {
     throw Error("the model's context (" + std::to_string(rt.runner->max_context_tokens()) +
                 " tokens) is shorter than the longest test");
   }
-  const size_t model_bytes = model_weight_bytes(rt.model->weights);
-  const std::string weight_type = describe_weight_type(*rt.model, rt.quantized.get());
-  const int threads = rt.pool->n_threads();
+  const ModelInfo info{opt.runtime.model_path, describe_weight_type(*rt.model, rt.quantized.get()),
+                       model_weight_bytes(rt.model->weights), rt.pool->n_threads()};
   Bench bench(rt, opt.tg_prompt_tokens);
-
-  std::vector<std::pair<TestResult, bool>> results;  // (result, is decode)
+  if (!opt.json) print_header();
   for (int64_t n : prompts) {
-    results.emplace_back(measure("pp" + std::to_string(n), n, opt.repetitions,
-                                 [&] { return bench.run_prompt(n); }), false);
+    const TestResult r = measure("pp" + std::to_string(n), n, opt.repetitions,
+                                 [&] { return bench.run_prompt(n); });
+    print_result(r, false, info, opt.repetitions, opt.json);
   }
   for (int64_t n : gens) {
-    results.emplace_back(measure("tg" + std::to_string(n), n, opt.repetitions,
-                                 [&] { return bench.run_gen(n); }), true);
+    const TestResult r = measure("tg" + std::to_string(n), n, opt.repetitions,
+                                 [&] { return bench.run_gen(n); });
+    print_result(r, true, info, opt.repetitions, opt.json);
   }
-  const double gib = static_cast<double>(model_bytes) / (1024.0 * 1024.0 * 1024.0);
-  if (!opt.json) {
-    std::printf("| %-40s | %-8s | %10s | %7s | %8s | %20s | %12s |\n", "model", "type", "size",
-                "threads", "test", "t/s", "weights GB/s");
-    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(40, '-').c_str(),
-                std::string(8, '-').c_str(), std::string(10, '-').c_str(), std::string(7, '-').c_str(),
-                std::string(8, '-').c_str(), std::string(20, '-').c_str(), std::string(12, '-').c_str());
-  }
-  for (const auto& [r, decode] : results) {
-    const double gbps = static_cast<double>(model_bytes) * r.mean / 1e9;
-    if (opt.json) {
-      nlohmann::ordered_json j = {{"test", r.name},
-                                  {"tokens_per_second", r.mean},
-                                  {"stddev", r.stddev},
-                                  {"model_bytes", model_bytes},
-                                  {"weight_type", weight_type},
-                                  {"threads", threads},
-                                  {"runs", opt.repetitions},
-                                  {"samples_ts", r.samples},
-                                  {"model", opt.runtime.model_path}};
-      if (decode) j["weights_gb_per_s"] = gbps;
-      std::printf("%s\n", j.dump().c_str());
-    } else {
-      char ts[64];
-      std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean, r.stddev);
-      char size[32];
-      std::snprintf(size, sizeof size, "%.2f GiB", gib);
-      char rate[32] = "";
-      if (decode) std::snprintf(rate, sizeof rate, "%.2f", gbps);
-      std::string model = opt.runtime.model_path;
-      if (model.size() > 40) model = "..." + model.substr(model.size() - 37);
-      std::printf("| %-40s | %-8s | %10s | %7d | %8s | %21s | %12s |\n", model.c_str(),
-                  weight_type.c_str(), size, threads, r.name.c_str(), ts, rate);
-    }
-  }
-  std::fflush(stdout);
   return 0;
 }
 
