@@ -142,6 +142,128 @@ void dot_block32(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride,
   for (int t = 0; t < NT; ++t) out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
+// --- Q8_0 register-blocked tiles -------------------------------------------------------------
+//
+// Per (row, token) pair and Q8_0 block the exact int32 products of the block's low and high 16
+// elements are formed in the integer domain and four pairs share one float vector: lane k holds
+// pair k's low half, lane k + 4 its high half. So the int->float conversion, the scale product
+// (d_w * d_a, one IEEE multiply per lane) and the fused multiply-add are paid once per 4 pairs
+// instead of once per pair, and per pair only sign / maddubs / madd remain. Per lane the float
+// sequence is acc = fma(d_w * d_a, float(int_half), acc) over the blocks in order, then
+// y = acc_low + acc_high -- identical whichever 4 pairs share a vector (4 tokens of one row in
+// prefill, 4 rows of one token in decode), so results are bit-identical for any token grouping.
+
+// Exact int32 products of one Q8_0 block (q, |q|) with 32 activation int8, as 8 int32 lanes.
+inline __m256i q8_pair(__m256i q_abs, __m256i q, const int8_t* a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(load256(a), q)), _mm256_set1_epi16(1));
+}
+
+// Lane k (k < 4): sum of the low 128-bit half of p_k; lane 4 + k: of its high half (exact ints).
+inline __m256i pack4_halfsums(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+  const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+  const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+
+inline __m256 dup128(__m128 v) { return _mm256_set_m128(v, v); }
+
+// Writes lane k + lane k + 4 of acc to out[k * stride] for k < n.
+inline void store_pairs(__m256 acc, int n, float* out, size_t stride) {
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  for (int k = 0; k < n; ++k) out[k * stride] = l[k] + l[k + 4];
+}
+
+// R weight rows x 4 tokens (prefill): each weight block is loaded and |q| formed once for 4
+// tokens; the 4 tokens' activation blocks (4 x 36 B per block step) stay in L1 across the R rows.
+// R = 4 keeps 4 accumulators + the block's temporaries within the 16 ymm registers.
+template <int R>
+void q8_0_rows_x4(int64_t nb, const BlockQ8_0* const* x, const BlockQ8_0A* const* a, float* y,
+                  size_t y_stride, int n_tok, const char* next) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ8_0));  // as in q8_0_x4_rows
+    _mm_prefetch(pf, _MM_HINT_T0);
+    _mm_prefetch(pf + 64, _MM_HINT_T0);
+    _mm_prefetch(pf + 128, _MM_HINT_T0);
+    const __m128 da = _mm_setr_ps(a[0][b].d, a[1][b].d, a[2][b].d, a[3][b].d);
+    for (int r = 0; r < R; ++r) {
+      const __m256i q = load_q8_0(x[r][b]);
+      const __m256i qa = _mm256_sign_epi8(q, q);
+      const __m256i v = pack4_halfsums(q8_pair(qa, q, a[0][b].qs), q8_pair(qa, q, a[1][b].qs),
+                                       q8_pair(qa, q, a[2][b].qs), q8_pair(qa, q, a[3][b].qs));
+      const __m128 scale = _mm_mul_ps(_mm_set1_ps(half_to_float(x[r][b].d)), da);
+      acc[r] = _mm256_fmadd_ps(dup128(scale), _mm256_cvtepi32_ps(v), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) store_pairs(acc[r], n_tok, y + r, y_stride);
+}
+
+// 4 weight rows x 1 token (decode and token tails): the activation block is loaded once for 4
+// rows. Four short interleaved row streams (2.7 KB each at in = 2560) are too short for the
+// hardware prefetcher to train on, so the next `prefetch_bytes` bytes at `next` (the following
+// rows, contiguous in memory) are prefetched linearly at the rate the 4 rows are consumed.
+void q8_0_x4_rows(int64_t nb, const BlockQ8_0* const* x, const BlockQ8_0A* a, float* y, int n_rows,
+                  const char* next) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ8_0));
+    _mm_prefetch(pf, _MM_HINT_T0);
+    _mm_prefetch(pf + 64, _MM_HINT_T0);
+    _mm_prefetch(pf + 128, _MM_HINT_T0);
+    __m256i p[4];
+    for (int r = 0; r < 4; ++r) {
+      const __m256i q = load_q8_0(x[r][b]);
+      p[r] = q8_pair(_mm256_sign_epi8(q, q), q, a[b].qs);
+    }
+    const __m256i v = pack4_halfsums(p[0], p[1], p[2], p[3]);
+    const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(x[0][b].d), static_cast<int16_t>(x[1][b].d),
+                                                  static_cast<int16_t>(x[2][b].d), static_cast<int16_t>(x[3][b].d),
+                                                  0, 0, 0, 0));
+    const __m128 scale = _mm_mul_ps(dw, _mm_set1_ps(a[b].d));
+    acc = _mm256_fmadd_ps(dup128(scale), _mm256_cvtepi32_ps(v), acc);
+  }
+  store_pairs(acc, n_rows, y, 1);
+}
+
+// TileDotFn for Q8_0: rows in groups of 4 (outer, so 4 rows' blocks stay in L1), tokens in groups
+// of 4 through q8_0_rows_x4, the remaining tokens one at a time through q8_0_x4_rows.
+void q8_0_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
+               int n_act, float* y, size_t y_stride) {
+  const int64_t nb = n / kBlockQ8_0;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(act);
+  for (int r0 = 0; r0 < n_rows; r0 += 4) {
+    const int rows = n_rows - r0 < 4 ? n_rows - r0 : 4;
+    const char* next = reinterpret_cast<const char*>(wb + (r0 + 4) * w_stride);
+    const BlockQ8_0* x[4];
+    for (int i = 0; i < 4; ++i) {
+      x[i] = reinterpret_cast<const BlockQ8_0*>(wb + (r0 + (i < rows ? i : rows - 1)) * w_stride);
+    }
+    int t0 = 0;
+    for (; t0 + 4 <= n_act; t0 += 4) {
+      const BlockQ8_0A* a[4];
+      for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const BlockQ8_0A*>(ab + (t0 + i) * act_stride);
+      float* yt = y + t0 * y_stride + r0;
+      switch (rows) {
+        case 4: q8_0_rows_x4<4>(nb, x, a, yt, y_stride, 4, next); break;
+        case 3: q8_0_rows_x4<3>(nb, x, a, yt, y_stride, 4, next); break;
+        case 2: q8_0_rows_x4<2>(nb, x, a, yt, y_stride, 4, next); break;
+        default: q8_0_rows_x4<1>(nb, x, a, yt, y_stride, 4, next); break;
+      }
+    }
+    for (; t0 < n_act; ++t0) {
+      q8_0_x4_rows(nb, x, reinterpret_cast<const BlockQ8_0A*>(ab + t0 * act_stride), y + t0 * y_stride + r0, rows, next);
+    }
+  }
+}
+
+// RowDotFn for Q8_0: one row through the tile kernel (same per-pair arithmetic).
+void q8_0_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
+  q8_0_tile(n, w, 0, 1, act, stride, n_act, out, 1);
+}
+
 // --- K-quants x Q8_K --------------------------------------------------------------------------
 
 // sum_j m[j] * (bsums[2j] + bsums[2j + 1]) for the 8 sub-blocks of 32; mins16 = m[0..7] as int16.
@@ -352,13 +474,15 @@ const DotKernels* avx2_dot_kernels() {
       QS_MULTI(dot_float, 4, load8_f32, scalar_f32),
       QS_MULTI(dot_float, 2, load8_f16, scalar_f16),
       QS_MULTI(dot_float, 2, load8_bf16, scalar_bf16),
-      QS_MULTI(dot_block32, BlockQ8_0, load_q8_0),
+      q8_0_row_dot,
       QS_MULTI(dot_block32, BlockQ4_0, load_q4_0),
       QS_MULTI(dot_min_scale, BlockQ4_K, false),
       QS_MULTI(dot_min_scale, BlockQ5_K, true),
       QS_MULTI0(dot_q6_k),
       quantize_q8_0a,
       quantize_q8_k,
+      q8_0_tile,
+      nullptr,
   };
   return &table;
 }

@@ -33,6 +33,11 @@ using RowDotFn = void (*)(int64_t n, const void* weight_row, const void* act, si
                           int n_act, float* out);
 /// Quantizes n f32 activations into blocks (n multiple of the block size), bit-identical across
 /// ISA levels.
+/// Register-blocked tile: y[t * y_stride + r] = sum_i W_r[i] * A_t[i] for r < n_rows, t < n_act,
+/// W_r at w + r * w_stride, A_t at act + t * act_stride. Same per-element results as the RowDotFn of
+/// the same table (so matmul may use either), bit-identical whatever n_rows / n_act.
+using TileDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act,
+                           size_t act_stride, int n_act, float* y, size_t y_stride);
 using QuantizeQ8_0AFn = void (*)(const float* x, BlockQ8_0A* dst, int64_t n);
 using QuantizeQ8_KFn = void (*)(const float* x, BlockQ8_K* dst, int64_t n);
 
@@ -41,9 +46,16 @@ struct DotKernels {
   RowDotFn f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k;
   QuantizeQ8_0AFn quantize_q8_0a;
   QuantizeQ8_KFn quantize_q8_k;
+  /// Optional tile kernels (nullptr: matmul calls the row dot per weight row).
+  TileDotFn q8_0_tile = nullptr;
+  TileDotFn q4_k_tile = nullptr;
 
   /// The dot for `dtype`; throws qs::Error for unsupported types.
   RowDotFn row_dot(DType dtype) const;
+  /// The tile kernel for `dtype`, or nullptr when this table has none.
+  TileDotFn tile_dot(DType dtype) const {
+    return dtype == DType::Q8_0 ? q8_0_tile : dtype == DType::Q4_K ? q4_k_tile : nullptr;
+  }
 };
 
 /// Kernels of one ISA level, or nullptr when the CPU or the build lacks it.

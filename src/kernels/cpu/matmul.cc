@@ -31,6 +31,7 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
   const int64_t in = weight.cols();
   const ActivationFormat format = activation_format(weight.dtype);  // throws for unknown types
   const RowDotFn dot = kernels.row_dot(weight.dtype);
+  const TileDotFn tile = kernels.tile_dot(weight.dtype);
   const size_t weight_stride = row_bytes(weight.dtype, in);        // throws for partial blocks
   if (in > scratch.max_in_features()) {
     throw Error("matmul: weight '" + weight.name + "' is wider than the scratch buffers");
@@ -61,6 +62,22 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
       float dots[kTokensPerTile];
       const int64_t row_begin = tile_begin * kRowsPerTile;
       const int64_t row_end = std::min(out, tile_end * kRowsPerTile);
+      if (tile != nullptr) {
+        // The tile kernel orders its own loops (see TileDotFn); bias is added afterwards, one
+        // rounding as in the row-dot path below.
+        for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowsPerTile) {
+          const int n_rows = static_cast<int>(std::min(row_end, r0 + kRowsPerTile) - r0);
+          float* yt = y + t0 * out + r0;
+          tile(in, weight.data + r0 * weight_stride, weight_stride, n_rows, act, act_stride,
+               static_cast<int>(nt), yt, static_cast<size_t>(out));
+          if (bias != nullptr) {
+            for (int64_t t = 0; t < nt; ++t) {
+              for (int r = 0; r < n_rows; ++r) yt[t * out + r] += bias[r0 + r];
+            }
+          }
+        }
+        return;
+      }
       for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowsPerTile) {
         const int64_t r1 = std::min(row_end, r0 + kRowsPerTile);
         for (int64_t tt = 0; tt < nt; tt += kTokensPerTile) {
