@@ -343,6 +343,153 @@ void dot_min_scale(int64_t n, const uint8_t* w, const uint8_t* act, size_t strid
   for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]) - min_sum[t];
 }
 
+// --- Q4_K register-blocked tiles -------------------------------------------------------------
+//
+// Same packing as the Q8_0 tiles, per super-block: the exact int32 sums sum_j sc[j] * (q . a)_j
+// of 4 (row, token) pairs share one float vector (lane k: pair k's low 128-bit half, k + 4: its
+// high half), and the exact min terms sum_j m[j] * bsum_j of the 4 pairs share one 128-bit
+// vector. Per lane: acc = fma(d_w * d_a, float(int), acc), macc = fma(dmin_w * d_a,
+// float(min_int), macc) over the super-blocks in order; y = (acc_low + acc_high) - macc. The same
+// whichever 4 pairs share the vectors, so results are bit-identical for any token grouping.
+
+// Lane k: sum of the 4 int32 lanes of p_k (exact).
+inline __m128i pack4_sums128(__m128i p0, __m128i p1, __m128i p2, __m128i p3) {
+  const __m128i a = _mm_add_epi32(_mm_unpacklo_epi32(p0, p1), _mm_unpackhi_epi32(p0, p1));
+  const __m128i b = _mm_add_epi32(_mm_unpacklo_epi32(p2, p3), _mm_unpackhi_epi32(p2, p3));
+  return _mm_add_epi32(_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b));
+}
+
+// Sums of the 8 pairs of 16-element bsums (the 32-element sub-block sums) as int16.
+inline __m128i bsums32(const BlockQ8_K& a) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8));
+  return _mm_hadd_epi16(lo, hi);
+}
+
+// One Q4_K super-block, decoded once, dotted with NT activation blocks: sumi[t] (8 int32 lanes,
+// exact) and mins[t] (4 int32 lanes whose sum is the min term); bs[t] = bsums32(a[t][b]).
+template <int NT>
+inline void q4_k_block(const BlockQ4_K& x, const BlockQ8_K* const* a, int64_t b, const __m128i* bs,
+                       __m256i* sumi, __m128i* mins) {
+  __m128i sc16, m16;
+  unpack_all_scale_min(x.scales, &sc16, &m16);
+  for (int t = 0; t < NT; ++t) mins[t] = _mm_madd_epi16(bs[t], m16);
+  const __m256i scales16 = _mm256_broadcastsi128_si256(sc16);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i q = load256(x.qs + 32 * c);
+    const __m256i q_lo = _mm256_and_si256(q, low_mask);
+    const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+    const __m256i s_lo = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * c)));
+    const __m256i s_hi = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * c)));
+    for (int t = 0; t < NT; ++t) {
+      const __m256i p_lo = _mm256_maddubs_epi16(q_lo, load256(a[t][b].qs + 64 * c));
+      const __m256i p_hi = _mm256_maddubs_epi16(q_hi, load256(a[t][b].qs + 64 * c + 32));
+      sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+    }
+  }
+}
+
+// Writes (lane k + lane k + 4 of acc) - lane k of macc to out[k * stride] for k < n.
+inline void store_pairs_min(__m256 acc, __m128 macc, int n, float* out, size_t stride) {
+  alignas(32) float l[8];
+  alignas(16) float m[4];
+  _mm256_store_ps(l, acc);
+  _mm_store_ps(m, macc);
+  for (int k = 0; k < n; ++k) out[k * stride] = (l[k] + l[k + 4]) - m[k];
+}
+
+inline void prefetch3(const char* p) {
+  _mm_prefetch(p, _MM_HINT_T0);
+  _mm_prefetch(p + 64, _MM_HINT_T0);
+  _mm_prefetch(p + 128, _MM_HINT_T0);
+}
+
+// One weight row x 4 tokens (prefill): the row's super-block is decoded once for 4 tokens. `next`
+// is the matching row of the following 4-row group, prefetched linearly.
+void q4_k_row_x4(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* a, float* y, size_t y_stride,
+                 int n_tok, const char* next) {
+  __m256 acc = _mm256_setzero_ps();
+  __m128 macc = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch3(next + b * static_cast<int64_t>(sizeof(BlockQ4_K)));
+    __m256i sumi[4];
+    __m128i mins[4];
+    const __m128i bs[4] = {bsums32(a[0][b]), bsums32(a[1][b]), bsums32(a[2][b]), bsums32(a[3][b])};
+    q4_k_block<4>(x[b], a, b, bs, sumi, mins);
+    const __m128 da = _mm_setr_ps(a[0][b].d, a[1][b].d, a[2][b].d, a[3][b].d);
+    const __m256i v = pack4_halfsums(sumi[0], sumi[1], sumi[2], sumi[3]);
+    const __m128i mv = pack4_sums128(mins[0], mins[1], mins[2], mins[3]);
+    acc = _mm256_fmadd_ps(dup128(_mm_mul_ps(_mm_set1_ps(half_to_float(x[b].d)), da)), _mm256_cvtepi32_ps(v), acc);
+    macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(half_to_float(x[b].dmin)), da), _mm_cvtepi32_ps(mv), macc);
+  }
+  store_pairs_min(acc, macc, n_tok, y, y_stride);
+}
+
+// 4 weight rows x 1 token (decode and token tails), prefetching the next 4-row group linearly.
+void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, float* y, int n_rows,
+                  const char* next) {
+  __m256 acc = _mm256_setzero_ps();
+  __m128 macc = _mm_setzero_ps();
+  const BlockQ8_K* const a1[1] = {a};
+  for (int64_t b = 0; b < nb; ++b) {
+    const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ4_K));
+    prefetch3(pf);
+    prefetch3(pf + 192);
+    prefetch3(pf + 384);
+    __m256i sumi[4];
+    __m128i mins[4];
+    const __m128i bs = bsums32(a[b]);  // shared by the 4 rows
+    for (int r = 0; r < 4; ++r) q4_k_block<1>(x[r][b], a1, b, &bs, &sumi[r], &mins[r]);
+    const __m256i v = pack4_halfsums(sumi[0], sumi[1], sumi[2], sumi[3]);
+    const __m128i mv = pack4_sums128(mins[0], mins[1], mins[2], mins[3]);
+    const __m128 da = _mm_set1_ps(a[b].d);
+    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(x[0][b].d), static_cast<int16_t>(x[1][b].d),
+                                                 static_cast<int16_t>(x[2][b].d), static_cast<int16_t>(x[3][b].d),
+                                                 0, 0, 0, 0));
+    const __m128 dmin = _mm_cvtph_ps(_mm_setr_epi16(
+        static_cast<int16_t>(x[0][b].dmin), static_cast<int16_t>(x[1][b].dmin), static_cast<int16_t>(x[2][b].dmin),
+        static_cast<int16_t>(x[3][b].dmin), 0, 0, 0, 0));
+    acc = _mm256_fmadd_ps(dup128(_mm_mul_ps(d, da)), _mm256_cvtepi32_ps(v), acc);
+    macc = _mm_fmadd_ps(_mm_mul_ps(dmin, da), _mm_cvtepi32_ps(mv), macc);
+  }
+  store_pairs_min(acc, macc, n_rows, y, 1);
+}
+
+// TileDotFn for Q4_K: rows in groups of 4 (their 4 x 144 B per super-block stay in L1), tokens in
+// groups of 4 through q4_k_row_x4 row by row, the remaining tokens through q4_k_x4_rows.
+void q4_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
+               int n_act, float* y, size_t y_stride) {
+  const int64_t nb = n / kBlockK;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(act);
+  for (int r0 = 0; r0 < n_rows; r0 += 4) {
+    const int rows = n_rows - r0 < 4 ? n_rows - r0 : 4;
+    const char* next = reinterpret_cast<const char*>(wb + (r0 + 4) * w_stride);
+    const BlockQ4_K* x[4];
+    for (int i = 0; i < 4; ++i) {
+      x[i] = reinterpret_cast<const BlockQ4_K*>(wb + (r0 + (i < rows ? i : rows - 1)) * w_stride);
+    }
+    int t0 = 0;
+    for (; t0 + 4 <= n_act; t0 += 4) {
+      const BlockQ8_K* a[4];
+      for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const BlockQ8_K*>(ab + (t0 + i) * act_stride);
+      for (int r = 0; r < rows; ++r) {
+        q4_k_row_x4(nb, x[r], a, y + t0 * y_stride + r0 + r, y_stride, 4, next + r * w_stride);
+      }
+    }
+    for (; t0 < n_act; ++t0) {
+      q4_k_x4_rows(nb, x, reinterpret_cast<const BlockQ8_K*>(ab + t0 * act_stride), y + t0 * y_stride + r0, rows,
+                   next);
+    }
+  }
+}
+
+void q4_k_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
+  q4_k_tile(n, w, 0, 1, act, stride, n_act, out, 1);
+}
+
 // Scales of two consecutive 16-element sub-blocks, one per 128-bit lane of 8 int16 products.
 inline __m256i scale_pair(const int8_t* s) {
   return _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
@@ -476,13 +623,13 @@ const DotKernels* avx2_dot_kernels() {
       QS_MULTI(dot_float, 2, load8_bf16, scalar_bf16),
       q8_0_row_dot,
       QS_MULTI(dot_block32, BlockQ4_0, load_q4_0),
-      QS_MULTI(dot_min_scale, BlockQ4_K, false),
+      q4_k_row_dot,
       QS_MULTI(dot_min_scale, BlockQ5_K, true),
       QS_MULTI0(dot_q6_k),
       quantize_q8_0a,
       quantize_q8_k,
       q8_0_tile,
-      nullptr,
+      q4_k_tile,
   };
   return &table;
 }
