@@ -6,9 +6,13 @@
 // Design: float weights are dotted with the f32 activations directly. For integer weights each
 // activation row is quantized once per call into int8 blocks (Q8_0A for Q8_0/Q4_0, Q8_K for the
 // K-quants, see kernels/cpu/dot_kernels.h) in the scratch buffer; the dots then run on int8 pairs.
-// Threads split the output rows into contiguous ranges of kRowsPerTile-row tiles; inside a tile,
-// tokens go in groups of kTokensPerTile so a group's activations (~8 x 1.1 x in bytes) stay in
-// L1/L2 while the tile's rows (16 rows) stay in L2. Every weight byte is read from memory once per
+// Threads split the output rows into contiguous ranges of kRowsPerTile-row tiles. Types with a
+// tile kernel (DotKernels::tile_dot; AVX2 Q8_0 and Q4_K) get the whole tile x token chunk in one
+// call: 4-row groups outer (4 rows' blocks, 4 x 34 B / 4 x 144 B per step, stay in L1), tokens in
+// groups of 4 inner (4 activation rows, ~4.5 KB per 1024 inputs, stay in L1), 4 (row, token) pairs
+// per float vector -- see dot_avx2.cc. Otherwise, inside a tile, tokens go in groups of
+// kTokensPerTile so a group's activations (~8 x 1.1 x in bytes) stay in L1/L2 while the tile's
+// rows (16 rows) stay in L2, and the row dot runs per row. Every weight byte is read from memory once per
 // call (per max_tokens tokens when the batch exceeds the scratch). No allocation, no locks.
 // Results are bit-identical whatever n_tokens, the token grouping or the thread count.
 #pragma once
