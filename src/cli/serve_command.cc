@@ -178,6 +178,11 @@ Command register_serve(CLI::App& app) {
       app.add_option("--max-batched-tokens", e.max_batched_tokens,
                      "Tokens per forward step: decode tokens + prefill chunks (chunked prefill)")
           ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--prefill-slack", e.prefill_slack,
+                 "A step that prefills next to running decodes may take (1 + X) times a decode-only "
+                 "step (chunk size learned from measured step times; keeps ITL flat). 0: chunks of "
+                 "--max-batched-tokens")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   opt->batch_size_option = app.get_option("--batch-size");
   app.add_option("--kv-cache-memory", opt->kv_cache_memory,
                  "KV cache size in bytes, e.g. 2GiB, 512MiB, 4GB (default: 1/4 of available memory, "

@@ -43,7 +43,8 @@ Engine::Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer, 
       tokenizer_(tokenizer),
       options_(clamped(options, runner)),
       blocks_(cache.n_blocks(), options_.prefix_caching),
-      scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}) {
+      scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}),
+      prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, kKvBlockSize) {
   const auto vocab = static_cast<size_t>(runner.config().vocab_size);
   logits_.resize(static_cast<size_t>(options_.max_num_seqs) * vocab);
   logprobs_.resize(vocab);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/output_guard.h"
+#include "engine/prefill_budget.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/block_manager.h"
@@ -38,6 +39,8 @@ struct EngineOptions {
   double max_queue_wait_s = 0;       // > 0: waiting longer than this to start -> kQueueTimeout
   OutputGuardOptions guard;          // degenerate-output guard
   int thread_nice = 0;               // > 0: the engine thread lowers its own priority (Linux nice)
+  double prefill_slack = 1.0;        // a step with prefill next to decodes may take (1 + slack)
+                                     // decode-only steps (engine/prefill_budget.h); 0: no cap
 };
 
 struct EngineStats {
@@ -133,6 +136,7 @@ class Engine {
   EngineOptions options_;
   BlockManager blocks_;
   Scheduler scheduler_;
+  PrefillBudget prefill_budget_;  // engine thread only
 
   std::mutex mutex_;
   std::condition_variable cv_;

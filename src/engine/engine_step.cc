@@ -80,6 +80,7 @@ void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
 }
 
 bool Engine::step() {
+  scheduler_.set_prefill_limit_with_decode(prefill_budget_.tokens_with_decode());
   const SchedulerStep plan = scheduler_.schedule();
   preemptions_ += static_cast<int64_t>(plan.preempted.size());
   // Publish running before waiting shrinks and before any event: a reader (e.g. the SIGTERM drain)
@@ -100,15 +101,23 @@ bool Engine::step() {
   if (plan.chunks.empty()) return false;
   Batch batch;
   std::vector<EngineSequence*> logits_owners;
+  int64_t n_decode = 0;
+  int64_t n_prefill = 0;
   for (const ScheduledChunk& c : plan.chunks) {
     auto* seq = static_cast<EngineSequence*>(c.seq);
+    // A decode token is the newest sampled token (past the prompt); everything else is prefill
+    // (prompts, and the recompute of preempted sequences).
+    const bool is_decode = c.n == 1 && c.first >= seq->n_prompt && c.first + 1 == static_cast<int64_t>(seq->tokens.size());
+    (is_decode ? n_decode : n_prefill) += c.n;
     const auto index = static_cast<int32_t>(batch.sequences.size());
     batch.sequences.push_back({&seq->block_table});
     batch.add_tokens(index, seq->tokens.data() + c.first, c.n, static_cast<int32_t>(c.first), c.needs_logits);
     if (c.needs_logits) logits_owners.push_back(seq);
     if (c.first < seq->n_prompt) prefill_computed_ += std::min(c.first + c.n, seq->n_prompt) - c.first;
   }
+  const auto started = SteadyClock::now();
   runner_.forward(batch, logits_.data());
+  prefill_budget_.record(n_decode, n_prefill, std::chrono::duration<double>(SteadyClock::now() - started).count());
   scheduler_.commit(plan);
   const auto vocab = static_cast<size_t>(runner_.config().vocab_size);
   for (size_t j = 0; j < logits_owners.size(); ++j) {

@@ -94,25 +94,28 @@ SchedulerStep Scheduler::schedule() {
     step.chunks.push_back({seq, seq->n_computed, 1, true});
     --budget;
   }
+  // Prefill next to decodes is capped (set_prefill_limit_with_decode) so streams keep their ITL.
+  int64_t prefill_budget = budget;
+  if (!step.chunks.empty()) prefill_budget = std::min(budget, prefill_limit_with_decode_);
   // 2. Prefill chunks of running sequences (their blocks were taken at admission).
   for (SchedSequence* seq : running_) {
-    if (budget == 0) break;
+    if (prefill_budget == 0) break;
     if (seq->n_remaining() <= 1) continue;
-    const int64_t n = std::min(budget, seq->n_remaining());
+    const int64_t n = std::min(prefill_budget, seq->n_remaining());
     step.chunks.push_back({seq, seq->n_computed, n, n == seq->n_remaining()});
-    budget -= n;
+    prefill_budget -= n;
   }
   // 3. Admission, FIFO. Not in a step that preempted: the freed blocks are the preemptor's.
-  while (step.preempted.empty() && budget > 0 && !waiting_.empty() &&
+  while (step.preempted.empty() && prefill_budget > 0 && !waiting_.empty() &&
          static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
     SchedSequence* seq = waiting_.front();
     if (!try_admit(*seq)) break;
     waiting_.pop_front();
     running_.push_back(seq);
     step.admitted.push_back(seq);
-    const int64_t n = std::min(budget, seq->n_remaining());
+    const int64_t n = std::min(prefill_budget, seq->n_remaining());
     step.chunks.push_back({seq, seq->n_computed, n, n == seq->n_remaining()});
-    budget -= n;
+    prefill_budget -= n;
   }
   return step;
 }

@@ -79,6 +79,9 @@ class Scheduler {
   const std::deque<SchedSequence*>& waiting() const { return waiting_; }
   const std::vector<SchedSequence*>& running() const { return running_; }
   const SchedulerOptions& options() const { return options_; }
+  /// Caps the prefill tokens of a step that also runs decode tokens (>= 1; default: no cap
+  /// beyond max_batched_tokens). See engine/prefill_budget.h.
+  void set_prefill_limit_with_decode(int64_t tokens) { prefill_limit_with_decode_ = tokens < 1 ? 1 : tokens; }
 
  private:
   bool grow_blocks(SchedSequence& seq, int64_t n_tokens);
@@ -88,6 +91,7 @@ class Scheduler {
 
   BlockManager& blocks_;
   SchedulerOptions options_;
+  int64_t prefill_limit_with_decode_ = INT64_MAX;
   std::deque<SchedSequence*> waiting_;
   std::vector<SchedSequence*> running_;  // admission order: the back is the newest
 };

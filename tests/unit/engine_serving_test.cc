@@ -215,10 +215,11 @@ TEST_F(EngineFixture, QueueSlotsAreReservedBeforeSubmissionAndReleasedWhenUnused
 
 TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
   EngineOptions options{1, 32};
-  options.max_queue_wait_s = 0.01;
+  // 1 ms: far shorter than the 240 decode steps of `running` (each a full forward pass).
+  options.max_queue_wait_s = 0.001;
   options.guard.enabled = false;
   Engine engine(runner, cache, tokenizer, options);
-  auto running = engine.submit(greedy_request({1, 2, 3}, 200));
+  auto running = engine.submit(greedy_request({1, 2, 3}, 240));
   EngineEvent e;
   ASSERT_TRUE(running->pop(e, std::chrono::milliseconds(30000)));  // admitted
   auto queued = engine.submit(greedy_request({4, 5, 6}, 4));
