@@ -39,7 +39,7 @@ struct EngineOptions {
   double max_queue_wait_s = 0;       // > 0: waiting longer than this to start -> kQueueTimeout
   OutputGuardOptions guard;          // degenerate-output guard
   int thread_nice = 0;               // > 0: the engine thread lowers its own priority (Linux nice)
-  double prefill_slack = 1.0;        // a step with prefill next to decodes may take (1 + slack)
+  double prefill_slack = 0.5;        // a step with prefill next to decodes may take (1 + slack)
                                      // decode-only steps (engine/prefill_budget.h); 0: no cap
 };
 
