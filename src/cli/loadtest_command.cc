@@ -181,6 +181,8 @@ int run_loadtest(const LoadtestOptions& opt) {
   const loadtest::TokenCounter counter = make_token_counter(opt, endpoint);
   if (opt.warmup > 0) run_warmup(opt, endpoint, counter);
   const loadtest::SloOptions slo{opt.slo_ttft_ms, opt.slo_itl_ms};
+  size_t total_ok = 0;
+  std::string first_error;
   for (size_t i = 0; i < levels.size(); ++i) {
     const loadtest::LevelResult result =
         loadtest::run_level(level_options(opt, endpoint, open_loop, levels[i], i),
@@ -191,6 +193,18 @@ int run_loadtest(const LoadtestOptions& opt) {
       for (const auto& r : result.records) dump << loadtest::record_json(r, result).dump() << "\n";
       dump.flush();
     }
+    for (const auto& r : result.records) {
+      if (r.ok()) {
+        ++total_ok;
+      } else if (first_error.empty()) {
+        first_error = loadtest::record_json(r, result).value("error", std::string());
+      }
+    }
+  }
+  if (total_ok == 0) {  // nothing was measured: say why and fail, so scripts notice
+    std::cerr << "error: no request to " << opt.url << " completed"
+              << (first_error.empty() ? std::string() : ": " + first_error) << "\n";
+    return 1;
   }
   return 0;
 }

@@ -1,6 +1,8 @@
 // `qwenserve serve`: load and warm up the model, then serve the OpenAI-compatible API and the
 // web UI until SIGINT/SIGTERM (stop accepting, let in-flight requests finish within the grace
 // period, cancel the rest, exit 0).
+#include <cerrno>
+#include <cstring>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -111,6 +113,10 @@ int run_serve(ServeOptions opt) {
   Engine engine(runner, cache, *tokenizer, engine_options);
   metrics::ServerMetrics metrics;
   opt.server.keepalive_ms = static_cast<int64_t>(opt.keepalive_s * 1000);
+  // cpp-httplib serves one connection per thread: room for every running and queued request
+  // plus headroom, so /health, /metrics and immediate 429s stay reachable when the queue is full.
+  opt.server.http_threads = std::max<int>(opt.server.http_threads,
+      engine_options.max_num_seqs + static_cast<int>(std::min<int64_t>(engine_options.max_queue, 4096)) + 32);
   HttpServer server(opt.server, engine, *tokenizer, chat_template, metrics);
   server.set_static_files([](std::string_view path) -> const StaticFile* {
     static thread_local StaticFile file;
@@ -135,13 +141,20 @@ int run_serve(ServeOptions opt) {
     engine.shutdown();  // whatever is left finishes with "cancelled"
   });
 
+  if (!server.bind()) {
+    std::fprintf(stderr, "error: cannot listen on %s:%d: %s\n", opt.server.host.c_str(), opt.server.port,
+                 std::strerror(errno));
+    pthread_kill(signal_thread.native_handle(), SIGTERM);
+    signal_thread.join();
+    return 1;
+  }
   warm_up(engine, *tokenizer);
   server.set_ready(true);
   std::fprintf(stderr,
                "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks = %lld tokens, "
                "%.1f MiB, prefix cache %s, %d threads)\n",
                model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
-               opt.server.port, static_cast<long long>(engine.context_tokens()), cache.n_blocks(),
+               server.bound_port(), static_cast<long long>(engine.context_tokens()), cache.n_blocks(),
                static_cast<long long>(cache.n_blocks()) * kKvBlockSize, cache.total_bytes() / 1048576.0,
                engine_options.prefix_caching ? "on" : "off", pool.n_threads());
   const bool ok = server.listen();

@@ -64,10 +64,13 @@ HttpServer::HttpServer(ServerOptions options, Engine& engine, const Tokenizer& t
 
 HttpServer::~HttpServer() = default;
 
-bool HttpServer::listen() {
+bool HttpServer::bind() {
   int listen_fd = -1;
   server_->set_socket_options([&listen_fd](socket_t sock) {
-    httplib::default_socket_options(sock);
+    // SO_REUSEADDR only. cpp-httplib's default also sets SO_REUSEPORT, which lets a second server
+    // bind the same port and silently take part of the traffic (and bypass its --api-key).
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd = static_cast<int>(sock);
   });
   bound_port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
@@ -77,6 +80,12 @@ bool HttpServer::listen() {
   // library): a burst of connections then overflows it and the kernel drops SYNs, which clients
   // retry only after a second. Linux lets listen() raise the backlog of a listening socket.
   if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
+  bound_ = true;
+  return true;
+}
+
+bool HttpServer::listen() {
+  if (!bound_ && !bind()) return false;
   return server_->listen_after_bind();
 }
 
@@ -91,7 +100,7 @@ void HttpServer::register_routes() {
   // previous one is unacknowledged waits for the peer's delayed ACK (~40 ms on Linux), which
   // inflated TTFT and bunched ITL on keep-alive connections.
   s.set_tcp_nodelay(true);
-  s.set_read_timeout(60, 0);
+  s.set_read_timeout(10, 0);  // a client that stalls mid-request frees its thread
   s.set_write_timeout(60, 0);
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

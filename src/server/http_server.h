@@ -56,7 +56,10 @@ class HttpServer {
   /// /ready answers 200 only after set_ready(true) (model loaded and warmed up).
   void set_ready(bool ready) { ready_.store(ready); }
 
-  /// Binds and serves until stop(). Returns false if the address cannot be bound.
+  /// Binds host:port (SO_REUSEADDR, never SO_REUSEPORT: a second server on a busy port fails).
+  /// Returns false if the address cannot be bound; errno tells why.
+  bool bind();
+  /// Serves until stop() (binds first if bind() was not called). Returns false if it cannot bind.
   bool listen();
   /// Stops accepting connections; listen() returns once in-flight requests are done.
   void stop();
@@ -76,6 +79,7 @@ class HttpServer {
   StaticFileLookup static_files_;
   std::atomic<bool> ready_{false};
   int bound_port_ = 0;
+  bool bound_ = false;
 };
 
 }  // namespace qs

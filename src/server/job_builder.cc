@@ -31,15 +31,18 @@ std::vector<int32_t> stop_token_ids(const Tokenizer& tokenizer) {
 }
 
 // max_tokens fitted to the context: an explicit request that cannot fit is an error.
-int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobContext& ctx) {
+// A max_tokens above the context is a 400 (as vLLM does) even when --max-tokens-cap would have
+// lowered it; the cap applies to requests that fit.
+int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobContext& ctx,
+                       const char* prompt_param) {
   const int64_t context = ctx.context_tokens;
   if (n_prompt >= context) {
-    throw invalid_param("messages", "This model's maximum context length is " +
+    throw invalid_param(prompt_param, "This model's maximum context length is " +
                                         std::to_string(context) + " tokens, but the prompt has " +
                                         std::to_string(n_prompt) + " tokens.");
   }
   if (f.max_tokens) {
-    const int64_t requested = std::min<int64_t>(*f.max_tokens, ctx.options.max_tokens_cap);
+    const int64_t requested = *f.max_tokens;
     if (n_prompt + requested > context) {
       throw invalid_param("max_tokens", "This model's maximum context length is " +
                                             std::to_string(context) + " tokens, but " +
@@ -47,7 +50,7 @@ int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobCon
                                             std::to_string(requested) +
                                             " max_tokens exceed it. Reduce the prompt or max_tokens.");
     }
-    return static_cast<int32_t>(requested);
+    return static_cast<int32_t>(std::min<int64_t>(requested, ctx.options.max_tokens_cap));
   }
   return static_cast<int32_t>(std::min<int64_t>(ctx.options.default_max_tokens, context - n_prompt));
 }
@@ -66,7 +69,8 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
   job.logprobs = f.logprobs;
   job.temperature = f.sampling.temperature;
   job.top_p = f.sampling.top_p;
-  job.max_tokens = fit_max_tokens(f, static_cast<int64_t>(prompt_ids.size()), ctx);
+  job.max_tokens = fit_max_tokens(f, static_cast<int64_t>(prompt_ids.size()), ctx,
+                                  api == GenerationJob::Api::kChat ? "messages" : "prompt");
   job.prompt_ids = std::move(prompt_ids);
   for (int32_t i = 0; i < f.n; ++i) {
     EngineRequest r;
