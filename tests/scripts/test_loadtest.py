@@ -87,14 +87,14 @@ def start_server(model):
     raise RuntimeError("server not ready after 60 s")
 
 
-def loadtest(url, *args, dump=None, timeout=120):
+def loadtest(url, *args, dump=None, timeout=120, expect_rc=0):
     cmd = [QS_BIN, "loadtest", "--url", url, "--seed", "3", *args]
     if dump:
         cmd += ["--dump-requests", dump]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     print(f"  {' '.join(cmd[1:])}  ({time.time() - t0:.1f} s, rc {p.returncode})", flush=True)
-    check(p.returncode == 0, f"loadtest {args} exited {p.returncode}: {p.stderr[-2000:]}")
+    check(p.returncode == expect_rc, f"loadtest {args} exited {p.returncode}: {p.stderr[-2000:]}")
     return p
 
 
@@ -261,10 +261,12 @@ def main():
     print("refused connection", flush=True)
     dead = f"http://127.0.0.1:{free_port()}"
     p = loadtest(dead, "--concurrency", "2", "--num-requests", "3", "--input-tokens", "8",
-                 "--output-tokens", "4", "--json", "--no-tokenize")
+                 "--output-tokens", "4", "--json", "--no-tokenize", expect_rc=1)
     levels = json_levels(p)
     check(levels and levels[0]["completed"] == 0 and levels[0]["errors"] == {"connect": 3},
           f"refused: {levels}")
+    # Nothing measured: exit status 1 and one error line naming the URL.
+    check(f"error: no request to {dead} completed" in p.stderr, f"refused stderr: {p.stderr[-500:]}")
 
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failures", flush=True)
     return 1 if failures else 0
