@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "chat/chat_template.h"
@@ -100,7 +101,15 @@ int run_serve(ServeOptions opt) {
   pool.parallel_for(pool.n_threads(), [](int64_t, int64_t, int thread) {
     if (thread != 0) lower_thread_priority(kComputeNice);
   });
-  KvCache cache(config, kv_dtype, kv_blocks_for(config, opt, ctx, kv_dtype));
+  const int32_t kv_blocks = kv_blocks_for(config, opt, ctx, kv_dtype);
+  std::unique_ptr<KvCache> cache_storage;
+  try {
+    cache_storage = std::make_unique<KvCache>(config, kv_dtype, kv_blocks);
+  } catch (const std::bad_alloc&) {
+    throw Error("cannot allocate the KV cache (" + std::to_string(kv_blocks) + " blocks of " +
+                std::to_string(kKvBlockSize) + " tokens): lower --kv-cache-memory or --ctx-size");
+  }
+  KvCache& cache = *cache_storage;
   EngineOptions engine_options = opt.engine;
   // --batch-size (shared with generate) is the old name of --max-batched-tokens.
   if (opt.max_batched_tokens_option->count() == 0 && opt.batch_size_option->count() > 0) {

@@ -24,8 +24,9 @@ double number_in(const json& body, const char* name, double lo, double hi, doubl
   if (!v->is_number()) throw invalid_param(name, std::string(name) + " must be a number, got " + type_name(*v));
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < lo || x > hi) {
-    throw invalid_param(name, std::string(name) + " must be in [" + std::to_string(lo) + ", " +
-                                  std::to_string(hi) + "], got " + v->dump());
+    // json's number formatting: shortest round-trip form ("2.0", not "2.000000").
+    throw invalid_param(name, std::string(name) + " must be in [" + json(lo).dump() + ", " +
+                                  json(hi).dump() + "], got " + v->dump());
   }
   return x;
 }
