@@ -1,37 +1,25 @@
 #include "loadtest/statistics.h"
 
-#include <algorithm>
-#include <cmath>
 #include <limits>
+#include <optional>
+
+#include "metrics/percentile.h"
 
 namespace qs::loadtest {
+namespace {
 
+double or_nan(std::optional<double> v) { return v.value_or(std::numeric_limits<double>::quiet_NaN()); }
+
+}  // namespace
+
+// The server's /stats and the loadtest report share one percentile definition: metrics/percentile.
 double percentile_sorted(std::span<const double> sorted, double q) {
-  if (sorted.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const double rank = q / 100.0 * static_cast<double>(sorted.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+  return or_nan(metrics::percentile_of_sorted(sorted, q));
 }
 
 Summary summarize(std::vector<double> values) {
-  Summary s;
-  s.count = values.size();
-  if (values.empty()) {
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    s.mean = s.p50 = s.p90 = s.p95 = s.p99 = s.max = nan;
-    return s;
-  }
-  std::sort(values.begin(), values.end());
-  double sum = 0;
-  for (double v : values) sum += v;
-  s.mean = sum / static_cast<double>(values.size());
-  s.p50 = percentile_sorted(values, 50);
-  s.p90 = percentile_sorted(values, 90);
-  s.p95 = percentile_sorted(values, 95);
-  s.p99 = percentile_sorted(values, 99);
-  s.max = values.back();
-  return s;
+  const metrics::LatencySummary m = metrics::summarize(std::move(values));
+  return Summary{m.count, or_nan(m.mean), or_nan(m.p50), or_nan(m.p90), or_nan(m.p95), or_nan(m.p99), or_nan(m.max)};
 }
 
 }  // namespace qs::loadtest

@@ -7,6 +7,8 @@
 //   P_q = x[lo] + (r - lo) * (x[hi] - x[lo]).
 // So P0 is the minimum, P100 the maximum, and P50 of an even count is the mean of the middle two.
 // The mean is the plain arithmetic mean. An empty sample has every field NaN (printed as null).
+// Implemented by metrics/percentile.h (the same code serves the server's /stats), which
+// interpolates like numpy's _lerp and drops NaN samples.
 #pragma once
 
 #include <cstddef>
