@@ -197,7 +197,7 @@ int run_loadtest(const LoadtestOptions& opt) {
       if (r.ok()) {
         ++total_ok;
       } else if (first_error.empty()) {
-        first_error = loadtest::record_json(r, result).value("error", std::string());
+        first_error = r.error;
       }
     }
   }
