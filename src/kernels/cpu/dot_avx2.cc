@@ -391,27 +391,30 @@ inline void q4_k_block(const BlockQ4_K& x, const BlockQ8_K* const* a, int64_t b,
   }
 }
 
-// Writes (lane k + lane k + 4 of acc) - lane k of macc to out[k * stride] for k < n.
-inline void store_pairs_min(__m256 acc, __m128 macc, int n, float* out, size_t stride) {
-  alignas(32) float l[8];
-  alignas(16) float m[4];
-  _mm256_store_ps(l, acc);
-  _mm_store_ps(m, macc);
-  for (int k = 0; k < n; ++k) out[k * stride] = (l[k] + l[k + 4]) - m[k];
-}
-
 inline void prefetch3(const char* p) {
   _mm_prefetch(p, _MM_HINT_T0);
   _mm_prefetch(p + 64, _MM_HINT_T0);
   _mm_prefetch(p + 128, _MM_HINT_T0);
 }
 
-// One weight row x 4 tokens (prefill): the row's super-block is decoded once for 4 tokens. `next`
-// is the matching row of the following 4-row group, prefetched linearly.
+// Lane k: the full int32 total of pair k (sum of its two 128-bit halves, exact).
+inline __m128i pack4_totals(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+  const __m256i v = pack4_halfsums(p0, p1, p2, p3);
+  return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+// Writes lane k of acc - macc to out[k * stride] for k < n.
+inline void store_diff(__m128 acc, __m128 macc, int n, float* out, size_t stride) {
+  alignas(16) float l[4];
+  _mm_store_ps(l, _mm_sub_ps(acc, macc));
+  for (int k = 0; k < n; ++k) out[k * stride] = l[k];
+}
+
+// One weight row x 4 tokens: the row's super-block is decoded once for 4 tokens. `next` is the
+// matching row of the following 4-row group, prefetched linearly.
 void q4_k_row_x4(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* a, float* y, size_t y_stride,
                  int n_tok, const char* next) {
-  __m256 acc = _mm256_setzero_ps();
-  __m128 macc = _mm_setzero_ps();
+  __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     prefetch3(next + b * static_cast<int64_t>(sizeof(BlockQ4_K)));
     __m256i sumi[4];
@@ -419,19 +422,18 @@ void q4_k_row_x4(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* a, floa
     const __m128i bs[4] = {bsums32(a[0][b]), bsums32(a[1][b]), bsums32(a[2][b]), bsums32(a[3][b])};
     q4_k_block<4>(x[b], a, b, bs, sumi, mins);
     const __m128 da = _mm_setr_ps(a[0][b].d, a[1][b].d, a[2][b].d, a[3][b].d);
-    const __m256i v = pack4_halfsums(sumi[0], sumi[1], sumi[2], sumi[3]);
+    const __m128i v = pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3]);
     const __m128i mv = pack4_sums128(mins[0], mins[1], mins[2], mins[3]);
-    acc = _mm256_fmadd_ps(dup128(_mm_mul_ps(_mm_set1_ps(half_to_float(x[b].d)), da)), _mm256_cvtepi32_ps(v), acc);
+    acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(half_to_float(x[b].d)), da), _mm_cvtepi32_ps(v), acc);
     macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(half_to_float(x[b].dmin)), da), _mm_cvtepi32_ps(mv), macc);
   }
-  store_pairs_min(acc, macc, n_tok, y, y_stride);
+  store_diff(acc, macc, n_tok, y, y_stride);
 }
 
 // 4 weight rows x 1 token (decode and token tails), prefetching the next 4-row group linearly.
 void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, float* y, int n_rows,
                   const char* next) {
-  __m256 acc = _mm256_setzero_ps();
-  __m128 macc = _mm_setzero_ps();
+  __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
   const BlockQ8_K* const a1[1] = {a};
   for (int64_t b = 0; b < nb; ++b) {
     const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ4_K));
@@ -442,7 +444,7 @@ void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, flo
     __m128i mins[4];
     const __m128i bs = bsums32(a[b]);  // shared by the 4 rows
     for (int r = 0; r < 4; ++r) q4_k_block<1>(x[r][b], a1, b, &bs, &sumi[r], &mins[r]);
-    const __m256i v = pack4_halfsums(sumi[0], sumi[1], sumi[2], sumi[3]);
+    const __m128i v = pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3]);
     const __m128i mv = pack4_sums128(mins[0], mins[1], mins[2], mins[3]);
     const __m128 da = _mm_set1_ps(a[b].d);
     const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(x[0][b].d), static_cast<int16_t>(x[1][b].d),
@@ -451,10 +453,10 @@ void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, flo
     const __m128 dmin = _mm_cvtph_ps(_mm_setr_epi16(
         static_cast<int16_t>(x[0][b].dmin), static_cast<int16_t>(x[1][b].dmin), static_cast<int16_t>(x[2][b].dmin),
         static_cast<int16_t>(x[3][b].dmin), 0, 0, 0, 0));
-    acc = _mm256_fmadd_ps(dup128(_mm_mul_ps(d, da)), _mm256_cvtepi32_ps(v), acc);
+    acc = _mm_fmadd_ps(_mm_mul_ps(d, da), _mm_cvtepi32_ps(v), acc);
     macc = _mm_fmadd_ps(_mm_mul_ps(dmin, da), _mm_cvtepi32_ps(mv), macc);
   }
-  store_pairs_min(acc, macc, n_rows, y, 1);
+  store_diff(acc, macc, n_rows, y, 1);
 }
 
 // TileDotFn for Q4_K: rows in groups of 4 (their 4 x 144 B per super-block stay in L1), tokens in
@@ -502,8 +504,8 @@ void dot_q6_k(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride, fl
   for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_K*>(act + t * stride);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   const __m256i two_bits = _mm256_set1_epi8(3);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  __m128 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
   for (int64_t b = 0; b < n / kBlockK; ++b) {
     const int8_t* scales = x[b].scales;
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
@@ -536,10 +538,12 @@ void dot_q6_k(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride, fl
     }
     const float d = half_to_float(x[b].d);
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[t][b].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+      // Exact total of the super-block, then one fma: the sequence of the repacked GEMM.
+      const __m128 total = _mm_cvtsi32_ss(_mm_setzero_ps(), hsum_epi32(sumi[t]));
+      acc[t] = _mm_fmadd_ss(_mm_set_ss(d * a[t][b].d), total, acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = _mm_cvtss_f32(acc[t]);
 }
 
 // --- activation quantization (bit-identical to quantize_row_q8_0a / quantize_row_q8_k) -------
@@ -630,6 +634,8 @@ const DotKernels* avx2_dot_kernels() {
       quantize_q8_k,
       q8_0_tile,
       q4_k_tile,
+      avx2_q4_k_group_gemm(),
+      avx2_q6_k_group_gemm(),
   };
   return &table;
 }

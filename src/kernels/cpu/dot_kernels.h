@@ -38,6 +38,18 @@ using RowDotFn = void (*)(int64_t n, const void* weight_row, const void* act, si
 /// the same table (so matmul may use either), bit-identical whatever n_rows / n_act.
 using TileDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act,
                            size_t act_stride, int n_act, float* y, size_t y_stride);
+/// Repack-and-multiply over one group of n_rows <= kGroupRows weight rows (gemm_r8_avx2.cc): the
+/// rows are interleaved into `scratch` (bytes_per_block bytes per 256 inputs, 32-byte aligned),
+/// then y[t * y_stride + r] = sum_i W_r[i] * A_t[i] for every t < n_act. Bit-identical to the
+/// RowDotFn / TileDotFn of the same table, so matmul picks whichever is faster.
+using GroupGemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act,
+                             size_t act_stride, int n_act, float* y, size_t y_stride, uint8_t* scratch);
+inline constexpr int kGroupRows = 8;
+inline constexpr size_t kMaxGroupGemmBytesPerBlock = 2848;  // the largest bytes_per_block (Q6_K)
+struct GroupGemm {
+  GroupGemmFn fn = nullptr;
+  size_t bytes_per_block = 0;  // scratch bytes per 256 input features
+};
 using QuantizeQ8_0AFn = void (*)(const float* x, BlockQ8_0A* dst, int64_t n);
 using QuantizeQ8_KFn = void (*)(const float* x, BlockQ8_K* dst, int64_t n);
 
@@ -49,12 +61,19 @@ struct DotKernels {
   /// Optional tile kernels (nullptr: matmul calls the row dot per weight row).
   TileDotFn q8_0_tile = nullptr;
   TileDotFn q4_k_tile = nullptr;
+  /// Optional repacking GEMMs for batches (fn == nullptr: none).
+  GroupGemm q4_k_gemm{};
+  GroupGemm q6_k_gemm{};
 
   /// The dot for `dtype`; throws qs::Error for unsupported types.
   RowDotFn row_dot(DType dtype) const;
   /// The tile kernel for `dtype`, or nullptr when this table has none.
   TileDotFn tile_dot(DType dtype) const {
     return dtype == DType::Q8_0 ? q8_0_tile : dtype == DType::Q4_K ? q4_k_tile : nullptr;
+  }
+  /// The repacking GEMM for `dtype` (fn == nullptr when this table has none).
+  GroupGemm group_gemm(DType dtype) const {
+    return dtype == DType::Q4_K ? q4_k_gemm : dtype == DType::Q6_K ? q6_k_gemm : GroupGemm{};
   }
 };
 
@@ -67,5 +86,8 @@ const DotKernels& active_dot_kernels();
 // when the build has no AVX2 path; it does not check the CPU.
 const DotKernels& scalar_dot_kernels();
 const DotKernels* avx2_dot_kernels();
+// Repacking GEMMs of the AVX2 level (gemm_r8_avx2.cc); empty when the build has no AVX2 path.
+GroupGemm avx2_q4_k_group_gemm();
+GroupGemm avx2_q6_k_group_gemm();
 
 }  // namespace qs::kernels

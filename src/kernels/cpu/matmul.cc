@@ -15,10 +15,19 @@ size_t max_activation_row_bytes(int64_t in) {
 }
 }  // namespace
 
-MatmulScratch::MatmulScratch(int /*n_threads*/, int64_t max_in_features, int64_t max_tokens)
-    : max_in_features_(max_in_features),
+MatmulScratch::MatmulScratch(int n_threads, int64_t max_in_features, int64_t max_tokens)
+    : n_threads_(std::max(1, n_threads)),
+      max_in_features_(max_in_features),
       max_tokens_(std::max<int64_t>(1, max_tokens)),
-      buffer_(max_activation_row_bytes(max_in_features) * static_cast<size_t>(max_tokens_)) {}
+      repack_bytes_(static_cast<size_t>((max_in_features + kBlockK - 1) / kBlockK) * kMaxGroupGemmBytesPerBlock),
+      buffer_(max_activation_row_bytes(max_in_features) * static_cast<size_t>(max_tokens_)),
+      repack_(repack_bytes_ * static_cast<size_t>(n_threads_) + 32) {}
+
+uint8_t* MatmulScratch::repack_buffer(int thread) {
+  const auto base = reinterpret_cast<uintptr_t>(repack_.data());
+  const uintptr_t aligned = (base + 31) & ~uintptr_t{31};
+  return reinterpret_cast<uint8_t*>(aligned) + repack_bytes_ * static_cast<size_t>(thread);
+}
 
 void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             MatmulScratch& scratch, const float* bias) {
@@ -32,6 +41,9 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
   const ActivationFormat format = activation_format(weight.dtype);  // throws for unknown types
   const RowDotFn dot = kernels.row_dot(weight.dtype);
   const TileDotFn tile = kernels.tile_dot(weight.dtype);
+  const GroupGemm gemm = kernels.group_gemm(weight.dtype);
+  const bool gemm_fits = gemm.fn != nullptr && pool.n_threads() <= scratch.n_threads() &&
+                         gemm.bytes_per_block <= kMaxGroupGemmBytesPerBlock;
   const size_t weight_stride = row_bytes(weight.dtype, in);        // throws for partial blocks
   if (in > scratch.max_in_features()) {
     throw Error("matmul: weight '" + weight.name + "' is wider than the scratch buffers");
@@ -58,10 +70,26 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
       });
       act = buffer;
     }
-    pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int) {
+    const bool use_gemm = gemm_fits && nt >= kGroupGemmMinTokens;
+    pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int thread) {
       float dots[kTokensPerTile];
       const int64_t row_begin = tile_begin * kRowsPerTile;
       const int64_t row_end = std::min(out, tile_end * kRowsPerTile);
+      if (use_gemm) {
+        uint8_t* repacked = scratch.repack_buffer(thread);
+        for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroupRows) {
+          const int n_rows = static_cast<int>(std::min<int64_t>(row_end - r0, kGroupRows));
+          float* yt = y + t0 * out + r0;
+          gemm.fn(in, weight.data + r0 * weight_stride, weight_stride, n_rows, act, act_stride,
+                  static_cast<int>(nt), yt, static_cast<size_t>(out), repacked);
+          if (bias != nullptr) {
+            for (int64_t t = 0; t < nt; ++t) {
+              for (int r = 0; r < n_rows; ++r) yt[t * out + r] += bias[r0 + r];
+            }
+          }
+        }
+        return;
+      }
       if (tile != nullptr) {
         // The tile kernel orders its own loops (see TileDotFn); bias is added afterwards, one
         // rounding as in the row-dot path below.

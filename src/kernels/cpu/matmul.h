@@ -28,20 +28,30 @@ namespace qs::kernels {
 inline constexpr int64_t kRowsPerTile = 16;
 inline constexpr int kTokensPerTile = 8;
 inline constexpr int64_t kDefaultScratchTokens = 64;
+/// Batches of at least this many tokens use the repacking GEMM (DotKernels::group_gemm) when the
+/// weight type has one: repacking 8 rows costs about as much as 2 tokens' dots on them.
+inline constexpr int64_t kGroupGemmMinTokens = 4;
 
-/// Buffer for the quantized activations of up to `max_tokens` rows of `max_in_features`, sized
-/// once. `n_threads` is accepted for interface stability; the buffer is shared by all threads.
+/// Buffers sized once: the quantized activations of up to `max_tokens` rows of
+/// `max_in_features` (shared by all threads) and one repacked 8-row weight group per thread
+/// (kMaxGroupGemmBytesPerBlock bytes per 256 inputs, ~110 KB per thread at 9728 inputs).
 class MatmulScratch {
  public:
   MatmulScratch(int n_threads, int64_t max_in_features, int64_t max_tokens = kDefaultScratchTokens);
+  int n_threads() const { return n_threads_; }
   int64_t max_in_features() const { return max_in_features_; }
   int64_t max_tokens() const { return max_tokens_; }
   uint8_t* activations() { return buffer_.data(); }
+  /// 32-byte aligned repack buffer of thread `thread` (< n_threads()).
+  uint8_t* repack_buffer(int thread);
 
  private:
+  int n_threads_;
   int64_t max_in_features_;
   int64_t max_tokens_;
+  size_t repack_bytes_;
   std::vector<uint8_t> buffer_;
+  std::vector<uint8_t> repack_;
 };
 
 /// y = x W^T (+ bias when `bias` is not null: [out] f32), with the kernels of active_cpu_isa().

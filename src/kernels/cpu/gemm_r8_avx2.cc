@@ -1,0 +1,322 @@
+// Prefill GEMM for K-quant weights through 8-row interleaved repacking (AVX2 + FMA + F16C).
+//
+// Why: in the row-major file layout one 32-byte weight vector holds 64 elements of ONE row, so a
+// maddubs over it already spans a whole 32-element sub-block and its int16 pair sums must be
+// widened (madd with the sub-block scale) right away: 2 multiply-port uops per 32 products. Here 8
+// rows are interleaved 4 bytes at a time, so one vector holds 4 consecutive elements of each of 8
+// rows; a token's 4 activation bytes are broadcast against it and the int16 pair sums of the same
+// (row, sub-block) land in the same lanes for 8 consecutive vectors. They are summed in int16
+// (exact: a 4-bit weight times an int8 activation pair is <= 2 * 15 * 127 = 3810, 8 of them
+// <= 30480 < 2^15; a 6-bit one <= 16002, 2 of them) and widened once per sub-block: ~1.1
+// multiply-port uops per 32 products for Q4_K. The same layout idea is used by ik_llama.cpp's
+// "_R8" types; this is our own code, repacking on the fly into per-thread scratch so the model file
+// stays mmapped in its standard layout (decode keeps the row-major GEMV, which is bandwidth-bound).
+//
+// Bit-identity: per (row, token, super-block) the kernels form the same exact int32 totals as the
+// row-major kernels of dot_avx2.cc and then the same float sequence (acc = fma(d_w * d_a,
+// float(total), acc) over super-blocks in order, y = acc - macc for Q4_K), so matmul may use either
+// path for any token and results do not depend on batching.
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/dot_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+
+namespace qs::kernels {
+namespace {
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i bcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// out[v] lane r = in[r] lane v (8 x 8 transpose of 32-bit words).
+inline void transpose8x8_epi32(__m256i m[8]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(m[0], m[1]), t1 = _mm256_unpackhi_epi32(m[0], m[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(m[2], m[3]), t3 = _mm256_unpackhi_epi32(m[2], m[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(m[4], m[5]), t5 = _mm256_unpackhi_epi32(m[4], m[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(m[6], m[7]), t7 = _mm256_unpackhi_epi32(m[6], m[7]);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+  m[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+  m[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+  m[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+  m[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+  m[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+  m[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+  m[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+  m[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+// Row r of the group, clamped: rows past n_rows repeat the last real row (their results are
+// computed and dropped).
+inline const uint8_t* group_row(const uint8_t* w, size_t w_stride, int n_rows, int r) {
+  return w + static_cast<size_t>(r < n_rows ? r : n_rows - 1) * w_stride;
+}
+
+// Stores lanes r < n_rows of v to y[r].
+inline void store_rows(__m256 v, int n_rows, float* y) {
+  if (n_rows == 8) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  alignas(32) float l[8];
+  _mm256_store_ps(l, v);
+  for (int r = 0; r < n_rows; ++r) y[r] = l[r];
+}
+
+// --- Q4_K -------------------------------------------------------------------------------------
+
+// One super-block of 8 rows, regrouped so that both nibbles of a byte belong to the same 32-element
+// sub-block: qs[j][v] lane r holds 4 bytes of row r whose low nibbles are elements 4v..4v+3 of
+// sub-block j and whose high nibbles are elements 16 + 4v .. 16 + 4v + 3. So a sub-block is 4
+// vectors and all 8 of their nibble halves sum into one int16 accumulator per token.
+struct alignas(32) Q4KR8 {
+  uint8_t qs[8][4][32];
+  int16_t scales[8][16];  // [j][2r], [j][2r + 1] = sc[j] of row r (madd pairs)
+  int16_t mins[4][16];    // [k][2r + i] = m[2k + i] of row r
+  float d[8], dmin[8];
+};
+static_assert(sizeof(Q4KR8) == 1472);
+
+void repack_q4_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q4KR8* out) {
+  const __m128i low = _mm_set1_epi8(0x0F), high = _mm_set1_epi8(static_cast<char>(0xF0));
+  for (int64_t b = 0; b < nb; ++b) {
+    Q4KR8& o = out[b];
+    for (int r = 0; r < 8; ++r) {
+      const auto& x = reinterpret_cast<const BlockQ4_K*>(group_row(w, w_stride, n_rows, r))[b];
+      uint8_t sc[8], m[8];
+      for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, x.scales, &sc[j], &m[j]);
+      for (int j = 0; j < 8; ++j) o.scales[j][2 * r] = o.scales[j][2 * r + 1] = sc[j];
+      for (int k = 0; k < 4; ++k) {
+        o.mins[k][2 * r] = m[2 * k];
+        o.mins[k][2 * r + 1] = m[2 * k + 1];
+      }
+      o.d[r] = _cvtsh_ss(x.d);
+      o.dmin[r] = _cvtsh_ss(x.dmin);
+    }
+    for (int c = 0; c < 4; ++c) {  // file bytes 32c + l: low nibble sub-block 2c, high 2c + 1
+      __m256i m[8];
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* q = reinterpret_cast<const BlockQ4_K*>(group_row(w, w_stride, n_rows, r))[b].qs + 32 * c;
+        const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));        // elements 0..15
+        const __m128i second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));  // 16..31
+        const __m128i even = _mm_or_si128(_mm_and_si128(first, low), _mm_slli_epi16(_mm_and_si128(second, low), 4));
+        const __m128i odd = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(first, 4), low), _mm_and_si128(second, high));
+        m[r] = _mm256_set_m128i(odd, even);
+      }
+      transpose8x8_epi32(m);  // m[v] (v < 4): sub-block 2c, m[4 + v]: sub-block 2c + 1
+      for (int v = 0; v < 8; ++v) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs[2 * c + v / 4][v % 4]), m[v]);
+      }
+    }
+  }
+}
+
+// Lane r: sum_j m[r][j] * bsum32_j of the activation block (exact int32).
+inline __m256i min_products(const int16_t mins[4][16], const BlockQ8_K& a) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8));
+  const __m256i bs = _mm256_broadcastsi128_si256(_mm_hadd_epi16(lo, hi));  // 32-element sums
+  __m256i s = _mm256_madd_epi16(load256(mins[0]), _mm256_shuffle_epi32(bs, 0x00));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(mins[1]), _mm256_shuffle_epi32(bs, 0x55)));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(mins[2]), _mm256_shuffle_epi32(bs, 0xAA)));
+  return _mm256_add_epi32(s, _mm256_madd_epi16(load256(mins[3]), _mm256_shuffle_epi32(bs, 0xFF)));
+}
+
+// NT tokens (1..4) against one repacked 8-row group.
+template <int NT>
+void q4_k_r8_tokens(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride,
+                    int n_rows) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT], macc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = macc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4KR8& x = w[b];
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i s16[NT];
+      for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1  // unrolled, GCC re-associates the int16 sums into a tree through the stack
+      for (int v = 0; v < 4; ++v) {
+        const __m256i p = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[j][v]));
+        const __m256i lo = _mm256_and_si256(p, low_mask);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low_mask);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* q = a[t][b].qs + 32 * j + 4 * v;
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(q)),
+                                                             _mm256_maddubs_epi16(hi, bcast32(q + 16))));
+        }
+      }
+      const __m256i sc = load256(x.scales[j]);
+      for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+    }
+    const __m256 d = _mm256_load_ps(x.d), dmin = _mm256_load_ps(x.dmin);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 da = _mm256_set1_ps(a[t][b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      macc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(min_products(x.mins, a[t][b])), macc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) store_rows(_mm256_sub_ps(acc[t], macc[t]), n_rows, y + t * y_stride);
+}
+
+// --- Q6_K -------------------------------------------------------------------------------------
+
+// One super-block of 8 rows with the 6-bit quants decoded to bytes (0..63): qs[g][v] lane r holds
+// elements 32g + 4v .. 32g + 4v + 3 of row r. Sub-block k (16 elements) is g = k / 2,
+// v = 4 (k % 2) .. 4 (k % 2) + 3.
+struct alignas(32) Q6KR8 {
+  uint8_t qs[8][8][32];
+  int16_t scales[16][16];      // [k][2r], [k][2r + 1] = scales[k] of row r (madd pairs)
+  int16_t scale_pairs[8][16];  // [p][2r + i] = scales[2p + i] of row r (for the -32 offset)
+  float d[8];
+};
+static_assert(sizeof(Q6KR8) == 2848);
+
+// The 256 quants of one Q6_K block as 8 vectors of 32 bytes in element order (see BlockQ6_K).
+inline void decode_q6_k(const BlockQ6_K& x, __m256i q[8]) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F), two_bits = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i l0 = load256(x.ql + 64 * h), l1 = load256(x.ql + 64 * h + 32);
+    const __m256i hb = load256(x.qh + 32 * h);
+    q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
+    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4));
+    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4));
+    q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4));
+  }
+}
+
+void repack_q6_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q6KR8* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    Q6KR8& o = out[b];
+    __m256i q[8][8];  // [row][g]
+    for (int r = 0; r < 8; ++r) {
+      const auto& x = reinterpret_cast<const BlockQ6_K*>(group_row(w, w_stride, n_rows, r))[b];
+      decode_q6_k(x, q[r]);
+      for (int k = 0; k < 16; ++k) o.scales[k][2 * r] = o.scales[k][2 * r + 1] = x.scales[k];
+      for (int p = 0; p < 8; ++p) {
+        o.scale_pairs[p][2 * r] = x.scales[2 * p];
+        o.scale_pairs[p][2 * r + 1] = x.scales[2 * p + 1];
+      }
+      o.d[r] = _cvtsh_ss(x.d);
+    }
+    for (int g = 0; g < 8; ++g) {
+      __m256i m[8];
+      for (int r = 0; r < 8; ++r) m[r] = q[r][g];
+      transpose8x8_epi32(m);
+      for (int v = 0; v < 8; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs[g][v]), m[v]);
+    }
+  }
+}
+
+// Lane r: sum_k scales[r][k] * bsums[k] (exact int32; the kernels subtract 32 times it).
+inline __m256i offset_products(const int16_t pairs[8][16], const BlockQ8_K& a) {
+  const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums)));
+  const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8)));
+  __m256i s = _mm256_madd_epi16(load256(pairs[0]), _mm256_shuffle_epi32(lo, 0x00));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[1]), _mm256_shuffle_epi32(lo, 0x55)));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[2]), _mm256_shuffle_epi32(lo, 0xAA)));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[3]), _mm256_shuffle_epi32(lo, 0xFF)));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[4]), _mm256_shuffle_epi32(hi, 0x00)));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[5]), _mm256_shuffle_epi32(hi, 0x55)));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[6]), _mm256_shuffle_epi32(hi, 0xAA)));
+  return _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[7]), _mm256_shuffle_epi32(hi, 0xFF)));
+}
+
+template <int NT>
+void q6_k_r8_tokens(int64_t nb, const Q6KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride,
+                    int n_rows) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6KR8& x = w[b];
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) {  // the -32 of every quant, through the activation sums (exact)
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset_products(x.scale_pairs, a[t][b]), 5));
+    }
+    for (int k = 0; k < 16; ++k) {  // sub-blocks of 16: 4 vectors, int16 sums of 2
+      const int g = k / 2, v0 = 4 * (k % 2);
+      const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0]));
+      const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0 + 1]));
+      const __m256i q2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0 + 2]));
+      const __m256i q3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0 + 3]));
+      const __m256i sc = load256(x.scales[k]);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* q = a[t][b].qs + 16 * k;
+        const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast32(q)), _mm256_maddubs_epi16(q1, bcast32(q + 4)));
+        const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, bcast32(q + 8)), _mm256_maddubs_epi16(q3, bcast32(q + 12)));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s01, sc), _mm256_madd_epi16(s23, sc)));
+      }
+    }
+    const __m256 d = _mm256_load_ps(x.d);
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[t][b].d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) store_rows(acc[t], n_rows, y + t * y_stride);
+}
+
+// --- GroupGemmFn entry points -----------------------------------------------------------------
+
+template <typename Packed, void (*kRepack)(int64_t, const uint8_t*, size_t, int, Packed*),
+          void (*k1)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int),
+          void (*k2)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int),
+          void (*k3)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int),
+          void (*k4)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int)>
+void group_gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
+                int n_act, float* y, size_t y_stride, uint8_t* scratch) {
+  const int64_t nb = n / kBlockK;
+  auto* packed = reinterpret_cast<Packed*>(scratch);
+  kRepack(nb, static_cast<const uint8_t*>(w), w_stride, n_rows, packed);
+  const auto* ab = static_cast<const uint8_t*>(act);
+  const BlockQ8_K* a[4];
+  int t = 0;
+  for (; t + 4 <= n_act; t += 4) {
+    for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const BlockQ8_K*>(ab + (t + i) * act_stride);
+    k4(nb, packed, a, y + t * y_stride, y_stride, n_rows);
+  }
+  for (int i = 0; i < n_act - t; ++i) a[i] = reinterpret_cast<const BlockQ8_K*>(ab + (t + i) * act_stride);
+  switch (n_act - t) {
+    case 3: k3(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
+    case 2: k2(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
+    case 1: k1(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+GroupGemm avx2_q4_k_group_gemm() {
+  return {group_gemm<Q4KR8, repack_q4_k_r8, q4_k_r8_tokens<1>, q4_k_r8_tokens<2>, q4_k_r8_tokens<3>,
+                     q4_k_r8_tokens<4>>,
+          sizeof(Q4KR8)};
+}
+
+GroupGemm avx2_q6_k_group_gemm() {
+  return {group_gemm<Q6KR8, repack_q6_k_r8, q6_k_r8_tokens<1>, q6_k_r8_tokens<2>, q6_k_r8_tokens<3>,
+                     q6_k_r8_tokens<4>>,
+          sizeof(Q6KR8)};
+}
+
+}  // namespace qs::kernels
+
+#pragma GCC pop_options
+#else
+namespace qs::kernels {
+GroupGemm avx2_q4_k_group_gemm() { return {}; }
+GroupGemm avx2_q6_k_group_gemm() { return {}; }
+}  // namespace qs::kernels
+#endif
