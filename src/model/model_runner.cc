@@ -44,7 +44,6 @@ ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights,
   gate_.resize(n * config.intermediate_size);
   up_.resize(n * config.intermediate_size);
   rope_.resize(n * config.head_dim);
-  scores_.resize(static_cast<size_t>(pool.n_threads()) * max_context_tokens);
   last_h_.resize(n * config.hidden_size);
 
   auto add_vector = [&](const TensorView* t) {
@@ -163,12 +162,11 @@ void ModelRunner::attention_block(const Batch& batch, int64_t layer) {
   });
 
   const kernels::AttentionShape shape{config_.num_attention_heads, config_.num_key_value_heads, d};
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = &scores_[static_cast<size_t>(thread) * max_context_tokens_];
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const auto& table = *batch.sequences[batch.seq_index[i]].block_table;
       kernels::paged_attention_token(&q_[i * q_dim], shape, cache_, layer, table.data(),
-                                     batch.positions[i] + 1, scores, &attn_out_[i * q_dim]);
+                                     batch.positions[i] + 1, &attn_out_[i * q_dim]);
     }
   });
 

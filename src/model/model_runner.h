@@ -69,7 +69,6 @@ class ModelRunner {
   std::vector<float> gate_;      // [n_tokens, intermediate]
   std::vector<float> up_;        // [n_tokens, intermediate]
   std::vector<float> rope_;      // [n_tokens, head_dim] cos/sin per token
-  std::vector<float> scores_;    // [n_threads, max_context_tokens] attention scratch
   std::vector<float> last_h_;    // [max_batch_tokens, hidden] rows needing logits
 };
 
