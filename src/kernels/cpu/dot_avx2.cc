@@ -459,91 +459,127 @@ void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, flo
   store_diff(acc, macc, n_rows, y, 1);
 }
 
-// TileDotFn for Q4_K: rows in groups of 4 (their 4 x 144 B per super-block stay in L1), tokens in
-// groups of 4 through q4_k_row_x4 row by row, the remaining tokens through q4_k_x4_rows.
-void q4_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
-               int n_act, float* y, size_t y_stride) {
+// TileDotFn for the K-quants: rows in groups of 4 (their blocks stay in L1), tokens in groups of
+// 4 through kRowX4 row by row, the remaining tokens through kX4Rows. Both compute, per (row, token)
+// pair, acc = fma(d_w * d_a, float(exact super-block total), acc) over the super-blocks in order.
+template <typename Block,
+          void (*kRowX4)(int64_t, const Block*, const BlockQ8_K* const*, float*, size_t, int, const char*),
+          void (*kX4Rows)(int64_t, const Block* const*, const BlockQ8_K*, float*, int, const char*)>
+void k_quant_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
+                  int n_act, float* y, size_t y_stride) {
   const int64_t nb = n / kBlockK;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(act);
   for (int r0 = 0; r0 < n_rows; r0 += 4) {
     const int rows = n_rows - r0 < 4 ? n_rows - r0 : 4;
     const char* next = reinterpret_cast<const char*>(wb + (r0 + 4) * w_stride);
-    const BlockQ4_K* x[4];
+    const Block* x[4];
     for (int i = 0; i < 4; ++i) {
-      x[i] = reinterpret_cast<const BlockQ4_K*>(wb + (r0 + (i < rows ? i : rows - 1)) * w_stride);
+      x[i] = reinterpret_cast<const Block*>(wb + (r0 + (i < rows ? i : rows - 1)) * w_stride);
     }
     int t0 = 0;
     for (; t0 + 4 <= n_act; t0 += 4) {
       const BlockQ8_K* a[4];
       for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const BlockQ8_K*>(ab + (t0 + i) * act_stride);
       for (int r = 0; r < rows; ++r) {
-        q4_k_row_x4(nb, x[r], a, y + t0 * y_stride + r0 + r, y_stride, 4, next + r * w_stride);
+        kRowX4(nb, x[r], a, y + t0 * y_stride + r0 + r, y_stride, 4, next + r * w_stride);
       }
     }
     for (; t0 < n_act; ++t0) {
-      q4_k_x4_rows(nb, x, reinterpret_cast<const BlockQ8_K*>(ab + t0 * act_stride), y + t0 * y_stride + r0, rows,
-                   next);
+      kX4Rows(nb, x, reinterpret_cast<const BlockQ8_K*>(ab + t0 * act_stride), y + t0 * y_stride + r0, rows, next);
     }
   }
+}
+
+void q4_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
+               int n_act, float* y, size_t y_stride) {
+  k_quant_tile<BlockQ4_K, q4_k_row_x4, q4_k_x4_rows>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
 }
 
 void q4_k_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
   q4_k_tile(n, w, 0, 1, act, stride, n_act, out, 1);
 }
 
-// Scales of two consecutive 16-element sub-blocks, one per 128-bit lane of 8 int16 products.
-inline __m256i scale_pair(const int8_t* s) {
-  return _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
-}
-
+// One Q6_K super-block, decoded once, dotted with NT activation blocks: sumi[t] holds 8 int32
+// lanes whose sum is the exact total sum_k scales[k] * sum_{i in k} (q_i - 32) * a_i (the -32
+// through the activation block sums).
 template <int NT>
-void dot_q6_k(int64_t n, const uint8_t* w, const uint8_t* act, size_t stride, float* out) {
-  const auto* x = reinterpret_cast<const BlockQ6_K*>(w);
-  const BlockQ8_K* a[NT];
-  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_K*>(act + t * stride);
-  const __m256i low_mask = _mm256_set1_epi8(0x0F);
-  const __m256i two_bits = _mm256_set1_epi8(3);
-  __m128 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
-  for (int64_t b = 0; b < n / kBlockK; ++b) {
-    const int8_t* scales = x[b].scales;
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) {
-      // Offset term 32 * sum_k scales[k] * bsums[k], subtracted up front (integer, exact).
-      sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                 _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[t][b].bsums)), 5));
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = load256(x[b].ql + 64 * h);
-      const __m256i l1 = load256(x[b].ql + 64 * h + 32);
-      const __m256i hb = load256(x[b].qh + 32 * h);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, low_mask),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4)),
-      };
-      for (int g = 0; g < 4; ++g) {
-        const __m256i s = scale_pair(scales + 8 * h + 2 * g);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i p = _mm256_maddubs_epi16(q[g], load256(a[t][b].qs + 128 * h + 32 * g));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, s));
-        }
+inline void q6_k_block(const BlockQ6_K& x, const BlockQ8_K* const* a, int64_t b, __m256i* sumi) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F), two_bits = _mm256_set1_epi8(3);
+  const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+  for (int t = 0; t < NT; ++t) {
+    sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(a[t][b].bsums)), 5));
+  }
+  for (int h = 0; h < 2; ++h) {
+    // Scales 8h .. 8h + 7 as int16 in both 128-bit lanes; q[g]'s low half (16 elements) takes
+    // scale 8h + 2g, its high half 8h + 2g + 1 -- one byte shuffle each.
+    const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    const __m256i l0 = load256(x.ql + 64 * h), l1 = load256(x.ql + 64 * h + 32);
+    const __m256i hb = load256(x.qh + 32 * h);
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4)),
+        _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4)),
+    };
+    for (int g = 0; g < 4; ++g) {
+      const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))),
+                                            _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
+      const __m256i s = _mm256_shuffle_epi8(sc_h, pick);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_maddubs_epi16(q[g], load256(a[t][b].qs + 128 * h + 32 * g));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, s));
       }
     }
-    const float d = half_to_float(x[b].d);
-    for (int t = 0; t < NT; ++t) {
-      // Exact total of the super-block, then one fma: the sequence of the repacked GEMM.
-      const __m128 total = _mm_cvtsi32_ss(_mm_setzero_ps(), hsum_epi32(sumi[t]));
-      acc[t] = _mm_fmadd_ss(_mm_set_ss(d * a[t][b].d), total, acc[t]);
-    }
   }
-  for (int t = 0; t < NT; ++t) out[t] = _mm_cvtss_f32(acc[t]);
+}
+
+// One Q6_K row x 4 tokens; `next` (the matching row of the next 4-row group) is prefetched.
+void q6_k_row_x4(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* a, float* y, size_t y_stride, int n_tok,
+                 const char* next) {
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch3(next + b * static_cast<int64_t>(sizeof(BlockQ6_K)));
+    __m256i sumi[4];
+    q6_k_block<4>(x[b], a, b, sumi);
+    const __m128 da = _mm_setr_ps(a[0][b].d, a[1][b].d, a[2][b].d, a[3][b].d);
+    acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(half_to_float(x[b].d)), da),
+                       _mm_cvtepi32_ps(pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3])), acc);
+  }
+  store_diff(acc, _mm_setzero_ps(), n_tok, y, y_stride);
+}
+
+// 4 Q6_K rows x 1 token (decode), prefetching the next 4-row group linearly.
+void q6_k_x4_rows(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* a, float* y, int n_rows, const char* next) {
+  __m128 acc = _mm_setzero_ps();
+  const BlockQ8_K* const a1[1] = {a};
+  for (int64_t b = 0; b < nb; ++b) {
+    const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ6_K));
+    prefetch3(pf);
+    prefetch3(pf + 192);
+    prefetch3(pf + 384);
+    prefetch3(pf + 576);
+    __m256i sumi[4];
+    for (int r = 0; r < 4; ++r) q6_k_block<1>(x[r][b], a1, b, &sumi[r]);
+    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(x[0][b].d), static_cast<int16_t>(x[1][b].d),
+                                                 static_cast<int16_t>(x[2][b].d), static_cast<int16_t>(x[3][b].d),
+                                                 0, 0, 0, 0));
+    acc = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(a[b].d)),
+                       _mm_cvtepi32_ps(pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3])), acc);
+  }
+  store_diff(acc, _mm_setzero_ps(), n_rows, y, 1);
+}
+
+void q6_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
+               int n_act, float* y, size_t y_stride) {
+  k_quant_tile<BlockQ6_K, q6_k_row_x4, q6_k_x4_rows>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
+}
+
+void q6_k_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
+  q6_k_tile(n, w, 0, 1, act, stride, n_act, out, 1);
 }
 
 // --- activation quantization (bit-identical to quantize_row_q8_0a / quantize_row_q8_k) -------
@@ -615,7 +651,6 @@ void row_dot_multi(int64_t n, const void* w, const void* act, size_t stride, int
 
 #define QS_MULTI(kernel, ...) \
   row_dot_multi<kernel<__VA_ARGS__, 1>, kernel<__VA_ARGS__, 2>, kernel<__VA_ARGS__, 3>, kernel<__VA_ARGS__, 4>>
-#define QS_MULTI0(kernel) row_dot_multi<kernel<1>, kernel<2>, kernel<3>, kernel<4>>
 
 }  // namespace
 
@@ -629,11 +664,12 @@ const DotKernels* avx2_dot_kernels() {
       QS_MULTI(dot_block32, BlockQ4_0, load_q4_0),
       q4_k_row_dot,
       QS_MULTI(dot_min_scale, BlockQ5_K, true),
-      QS_MULTI0(dot_q6_k),
+      q6_k_row_dot,
       quantize_q8_0a,
       quantize_q8_k,
       q8_0_tile,
       q4_k_tile,
+      q6_k_tile,
       avx2_q4_k_group_gemm(),
       avx2_q6_k_group_gemm(),
   };

@@ -61,6 +61,7 @@ struct DotKernels {
   /// Optional tile kernels (nullptr: matmul calls the row dot per weight row).
   TileDotFn q8_0_tile = nullptr;
   TileDotFn q4_k_tile = nullptr;
+  TileDotFn q6_k_tile = nullptr;
   /// Optional repacking GEMMs for batches (fn == nullptr: none).
   GroupGemm q4_k_gemm{};
   GroupGemm q6_k_gemm{};
@@ -69,7 +70,12 @@ struct DotKernels {
   RowDotFn row_dot(DType dtype) const;
   /// The tile kernel for `dtype`, or nullptr when this table has none.
   TileDotFn tile_dot(DType dtype) const {
-    return dtype == DType::Q8_0 ? q8_0_tile : dtype == DType::Q4_K ? q4_k_tile : nullptr;
+    switch (dtype) {
+      case DType::Q8_0: return q8_0_tile;
+      case DType::Q4_K: return q4_k_tile;
+      case DType::Q6_K: return q6_k_tile;
+      default: return nullptr;
+    }
   }
   /// The repacking GEMM for `dtype` (fn == nullptr when this table has none).
   GroupGemm group_gemm(DType dtype) const {
