@@ -34,6 +34,15 @@ void RuntimeOptions::add_to(CLI::App& command) {
                      "Quantize the weight matrices at load time: q8_0, q4_0, q4_k_m, q5_k_m, q6_k, "
                      "bf16, f16, f32 (as `qwenserve quantize --type`)")
       ->check(CLI::IsMember(quant_mix_names()));
+  command.add_flag("--no-thread-pinning", no_thread_pinning,
+                   "Do not pin the compute worker threads to CPUs (pinning is skipped anyway when "
+                   "--threads exceeds the CPUs this process may use)");
+}
+
+std::unique_ptr<ThreadPool> RuntimeOptions::make_pool() const {
+  auto pool = std::make_unique<ThreadPool>(threads > 0 ? threads : default_thread_count());
+  if (!no_thread_pinning) pool->pin_workers_to_cpus();
+  return pool;
 }
 
 RuntimeModel load_runtime_model(const RuntimeOptions& options) {
@@ -66,8 +75,7 @@ Runtime make_runtime(const RuntimeOptions& options) {
   const ModelConfig& config = rt.model->config;
   const int64_t ctx = std::min<int64_t>(options.ctx_size, std::max<int64_t>(
                                                               config.max_position_embeddings, 1));
-  rt.pool = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
-                                                             : default_thread_count());
+  rt.pool = options.make_pool();
   rt.cache = std::make_unique<KvCache>(config, parse_kv_dtype(options.kv_cache_type),
                                        KvCache::blocks_for_context(ctx));
   rt.runner = std::make_unique<ModelRunner>(config, rt.model->weights, *rt.cache, *rt.pool,

@@ -23,10 +23,15 @@ struct RuntimeOptions {
   bool no_mmap = false;          // read weight files into RAM instead of mapping them
   bool mlock = false;            // lock weights in RAM
   std::string quantize;          // empty, or a mix name (quant/quantize_policy.h)
+  bool no_thread_pinning = false;  // leave the compute workers unpinned
 
-  /// Adds --model, --threads, --ctx-size, --batch-size, --kv-cache-type, --no-mmap, --mlock and
-  /// --quantize to `command`.
+  /// Adds --model, --threads, --ctx-size, --batch-size, --kv-cache-type, --no-mmap, --mlock,
+  /// --quantize and --no-thread-pinning to `command`.
   void add_to(CLI::App& command);
+
+  /// A pool of `threads` (default: all CPUs) compute threads, workers pinned unless
+  /// --no-thread-pinning.
+  std::unique_ptr<ThreadPool> make_pool() const;
 };
 
 /// A model as the runtime options load it: `model->weights` points to the quantized copies when

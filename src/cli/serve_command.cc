@@ -95,7 +95,8 @@ int run_serve(ServeOptions opt) {
   const ChatTemplate chat_template(model->chat_template.empty() ? kChatMlTemplate : model->chat_template);
   const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
   const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
-  ThreadPool pool(opt.runtime.threads > 0 ? opt.runtime.threads : default_thread_count());
+  const std::unique_ptr<ThreadPool> pool_storage = opt.runtime.make_pool();
+  ThreadPool& pool = *pool_storage;
   // Compute threads run below the HTTP threads (see lower_thread_priority): thread 0 of the pool
   // is this (main, later HTTP accept) thread, the others are the matmul workers.
   pool.parallel_for(pool.n_threads(), [](int64_t, int64_t, int thread) {

@@ -1,7 +1,12 @@
 #include "core/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -96,6 +101,31 @@ void ThreadPool::worker_loop(int thread) {
       done_cv_.notify_one();
     }
   }
+}
+
+bool ThreadPool::pin_workers_to_cpus() {
+#if defined(__linux__)
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (static_cast<int>(cpus.size()) < n_threads_ || n_threads_ < 2) return false;
+  std::atomic<bool> all_pinned{true};
+  // Worker i runs chunk i of an n_threads-sized loop, so each pins itself.
+  parallel_for(n_threads_, [&](int64_t, int64_t, int thread) {
+    if (thread == 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[static_cast<size_t>(thread)], &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) all_pinned.store(false);
+  });
+  return all_pinned.load();
+#else
+  return false;
+#endif
 }
 
 int default_thread_count() {

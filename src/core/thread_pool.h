@@ -33,6 +33,12 @@ class ThreadPool {
 
   int n_threads() const { return n_threads_; }
 
+  /// Pins worker i (1 <= i < n_threads) to the i-th CPU of the process's affinity mask, so the
+  /// scheduler does not migrate them between forward passes (cold L1/L2 after each move). The
+  /// calling thread (index 0) stays unpinned and takes the remaining CPU. Does nothing and returns
+  /// false when the mask has fewer than n_threads CPUs (oversubscribed) or affinity is unsupported.
+  bool pin_workers_to_cpus();
+
   /// Calls fn(begin, end, thread_index) on disjoint chunks covering [0, n). Thread i gets the
   /// i-th of n_threads near-equal chunks, so the split is deterministic.
   template <typename Fn>

@@ -1,5 +1,7 @@
-// ThreadPool::parallel_for: coverage, chunking, thread indices, and many back-to-back calls.
+// ThreadPool::parallel_for: coverage, chunking, thread indices, many back-to-back calls; pinning.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -152,6 +154,43 @@ TEST(ThreadPool, DestroysCleanlyWithoutWork) {
     ThreadPool pool(4);
   }
   SUCCEED();
+}
+
+}  // namespace
+}  // namespace qs
+
+namespace qs {
+namespace {
+
+TEST(ThreadPoolPinning, EachWorkerRunsOnItsOwnSingleCpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  const int n_cpus = CPU_COUNT(&allowed);
+  if (n_cpus < 2) GTEST_SKIP() << "needs at least 2 CPUs";
+  ThreadPool oversubscribed(n_cpus + 1);
+  EXPECT_FALSE(oversubscribed.pin_workers_to_cpus());
+
+  ThreadPool pool(n_cpus);
+  ASSERT_TRUE(pool.pin_workers_to_cpus());
+  std::vector<int> single_cpu(static_cast<size_t>(n_cpus), -1);
+  pool.parallel_for(n_cpus, [&](int64_t, int64_t, int thread) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine);
+    if (CPU_COUNT(&mine) != 1) return;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &mine)) single_cpu[static_cast<size_t>(thread)] = c;
+    }
+  });
+  std::vector<int> seen;
+  for (int t = 1; t < n_cpus; ++t) {  // workers; thread 0 is the unpinned caller
+    const int cpu = single_cpu[static_cast<size_t>(t)];
+    ASSERT_GE(cpu, 0) << "worker " << t << " is not pinned to exactly one CPU";
+    EXPECT_TRUE(CPU_ISSET(cpu, &allowed));
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), cpu), 0) << "two workers on CPU " << cpu;
+    seen.push_back(cpu);
+  }
 }
 
 }  // namespace
