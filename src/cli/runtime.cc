@@ -23,8 +23,9 @@ void RuntimeOptions::add_to(CLI::App& command) {
   command.add_option("-b,--batch-size", batch_size, "Prefill chunk: tokens per forward pass")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command.add_option("--kv-cache-type", kv_cache_type, "KV cache element type")
-      ->check(CLI::IsMember({"f16", "f32"}))
+  command.add_option("--kv-cache-type", kv_cache_type,
+                     "KV cache element type: f16, bf16, q8_0 (half the bytes of f16) or f32")
+      ->check(CLI::IsMember({"f16", "bf16", "q8_0", "f32"}))
       ->capture_default_str();
   command.add_flag("--no-mmap", no_mmap,
                    "Read the weights into RAM instead of memory-mapping the files (mapped pages can "

@@ -23,6 +23,7 @@
 #include "kernels/cpu/vec_dot.h"
 #include "kv/kv_cache.h"
 #include "model/model_config.h"
+#include "quant/quantize.h"
 
 #if !defined(__F16C__)
 #error "kernels_test needs F16C (the project builds with -march=native)"
@@ -440,17 +441,19 @@ class KernelPagedAttention : public ::testing::TestWithParam<KvDType> {};
 
 TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBlocks) {
   const KvDType kv_dtype = GetParam();
-  const bool f16 = kv_dtype == KvDType::kF16;
+  const DType element = kv_element_type(kv_dtype);
   const ModelConfig config = attention_config();
   const int64_t n_heads = 8, n_kv = 2, d = 64, group = n_heads / n_kv;
   const int64_t max_context = 40;
   const int64_t layer = 1;
   KvCache cache(config, kv_dtype, 8);
   const std::vector<int32_t> block_table = {5, 2, 7};
+  const size_t row_size = row_bytes(element, d);
+  ASSERT_EQ(cache.row_bytes(), row_size);
 
   std::mt19937 rng(61);
-  const std::vector<float> k = random_floats(static_cast<size_t>(max_context * n_kv * d), rng);
-  const std::vector<float> v = random_floats(static_cast<size_t>(max_context * n_kv * d), rng);
+  std::vector<float> k = random_floats(static_cast<size_t>(max_context * n_kv * d), rng);
+  std::vector<float> v = random_floats(static_cast<size_t>(max_context * n_kv * d), rng);
   // Different data in the other layer, at the same positions: must not leak into layer 1.
   const std::vector<float> other = random_floats(static_cast<size_t>(n_kv * d), rng, 100.0f);
   for (int64_t p = 0; p < max_context; ++p) {
@@ -459,44 +462,34 @@ TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBloc
     kernels::kv_cache_store(cache, 0, block_table.data(), p, other.data(), other.data());
   }
 
-  // Stored rows sit where the block table says: block bt[p / 16], row p % 16.
-  const size_t elt = f16 ? 2 : 4;
-  const auto* k_base = static_cast<const uint8_t*>(cache.k_layer(layer));
-  const auto* v_base = static_cast<const uint8_t*>(cache.v_layer(layer));
+  // Stored rows sit where the block table says (block bt[p / 16], row p % 16) and hold the
+  // reference encoding of the input (quant/quantize.h, itself checked against the format in
+  // quant_test). From here on the reference attention uses the decoded stored values, so the
+  // kernel's only error is its f32 arithmetic.
+  const auto* k_base = cache.k_layer(layer);
+  const auto* v_base = cache.v_layer(layer);
+  std::vector<uint8_t> expected_row(row_size);
   for (int64_t p = 0; p < max_context; ++p) {
     for (int64_t g = 0; g < n_kv; ++g) {
-      const size_t row = ((static_cast<size_t>(block_table[p / 16]) * n_kv + g) * 16 + p % 16) * d;
-      for (int64_t i = 0; i < d; ++i) {
-        const float kf = k[(p * n_kv + g) * d + i], vf = v[(p * n_kv + g) * d + i];
-        if (f16) {
-          uint16_t hk, hv;
-          std::memcpy(&hk, k_base + (row + i) * elt, 2);
-          std::memcpy(&hv, v_base + (row + i) * elt, 2);
-          ASSERT_EQ(hk, to_half(kf));
-          ASSERT_EQ(hv, to_half(vf));
-        } else {
-          float sk, sv;
-          std::memcpy(&sk, k_base + (row + i) * elt, 4);
-          std::memcpy(&sv, v_base + (row + i) * elt, 4);
-          ASSERT_EQ(bits_of(sk), bits_of(kf));
-          ASSERT_EQ(bits_of(sv), bits_of(vf));
-        }
+      const size_t row = ((static_cast<size_t>(block_table[p / 16]) * n_kv + g) * 16 + p % 16) * row_size;
+      for (auto [base, values] : {std::pair{k_base, &k}, std::pair{v_base, &v}}) {
+        float* x = values->data() + (p * n_kv + g) * d;
+        quantize_row(element, x, expected_row.data(), d);
+        ASSERT_EQ(std::memcmp(base + row, expected_row.data(), row_size), 0)
+            << dtype_name(element) << " position " << p << " head " << g;
+        dequantize_row(element, base + row, x, d);
       }
     }
   }
   // Blocks outside the table are untouched (zero-filled at allocation).
   for (int32_t block : {0, 1, 3, 4, 6}) {
-    const size_t begin = static_cast<size_t>(block) * n_kv * 16 * d * elt;
-    for (size_t byte = 0; byte < static_cast<size_t>(n_kv * 16 * d) * elt; ++byte) {
+    const size_t begin = static_cast<size_t>(block) * n_kv * 16 * row_size;
+    for (size_t byte = 0; byte < static_cast<size_t>(n_kv * 16) * row_size; ++byte) {
       ASSERT_EQ(k_base[begin + byte], 0) << "block " << block;
       ASSERT_EQ(v_base[begin + byte], 0) << "block " << block;
     }
   }
 
-  // Per-element error of a cached value: f16 rounding (relative 2^-11, or half the subnormal
-  // spacing 2^-25 absolute near zero); none for f32.
-  const double delta = f16 ? kU16 : 0.0;
-  const double eta = f16 ? 0x1p-25 : 0.0;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 
   for (int64_t n_context : {1, 15, 16, 17, 40}) {
@@ -510,17 +503,16 @@ TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBloc
       double s_max = -INFINITY, s_abs_max = 0.0, score_err = 0.0;
       for (int64_t j = 0; j < n_context; ++j) {
         const float* kj = k.data() + (j * n_kv + g) * d;
-        double dot = 0.0, magnitude = 0.0, stored_err = 0.0;
+        double dot = 0.0, magnitude = 0.0;
         for (int64_t i = 0; i < d; ++i) {
           dot += static_cast<double>(q[h * d + i]) * kj[i];
           magnitude += std::fabs(static_cast<double>(q[h * d + i]) * kj[i]);
-          stored_err += std::fabs(q[h * d + i]) * (delta * std::fabs(kj[i]) + eta);
         }
         s[j] = dot * scale;
         s_max = std::max(s_max, s[j]);
         s_abs_max = std::max(s_abs_max, std::fabs(s[j]));
         // Cached-K error, f32 dot of length d, the scale multiplication.
-        score_err = std::max(score_err, scale * (stored_err + d * kEpsF32 * magnitude * (1 + delta)) +
+        score_err = std::max(score_err, scale * d * kEpsF32 * magnitude +
                                             kU * std::fabs(s[j]));
       }
       // exp(s_j - max) in f32: the subtraction and the kernel's exp (relative error < 2^-22 by
@@ -542,20 +534,20 @@ TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBloc
           magnitude += p[j] * std::fabs(vj);
         }
         // Weight errors, cached-V errors, f32 accumulation over n_context terms and normalisation.
-        const double tol = (weight_rel * (1.0 + delta) + delta + 2.0 * (n_context + 4) * kEpsF32) *
-                               magnitude + eta;
+        const double tol = (weight_rel + 2.0 * (n_context + 4) * kEpsF32) * magnitude;
         const double got = out[h * d + i];
         ASSERT_LE(std::fabs(got - expected), tol)
-            << (f16 ? "f16" : "f32") << " n_context=" << n_context << " head " << h << " i=" << i
+            << dtype_name(element) << " n_context=" << n_context << " head " << h << " i=" << i
             << " expected " << expected;
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernel, KernelPagedAttention, ::testing::Values(KvDType::kF32, KvDType::kF16),
+INSTANTIATE_TEST_SUITE_P(Kernel, KernelPagedAttention,
+                         ::testing::Values(KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kQ8_0),
                          [](const ::testing::TestParamInfo<KvDType>& info) {
-                           return info.param == KvDType::kF32 ? std::string("F32") : std::string("F16");
+                           return std::string(dtype_name(kv_element_type(info.param)));
                          });
 
 TEST(KernelPagedAttentionSingleKey, OneKeyReturnsItsValue) {

@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/vec_dot.h"
+#include "quant/quantize.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define QS_ATTENTION_AVX2 1
@@ -19,28 +20,44 @@ namespace {
 constexpr int kHeadsPerPass = 8;
 
 // Converts one cached row to f32 (returns the row itself for F32 caches).
-inline const float* load_row(const KvCache& cache, const void* layer_base, size_t offset,
+inline const float* load_row(const KvCache& cache, const uint8_t* layer_base, size_t offset,
                              int64_t head_dim, float* tmp) {
-  if (cache.dtype() == KvDType::kF32) return static_cast<const float*>(layer_base) + offset;
-  const uint16_t* src = static_cast<const uint16_t*>(layer_base) + offset;
-  int64_t i = 0;
+  const uint8_t* src = layer_base + offset;
+  switch (cache.dtype()) {
+    case KvDType::kF32: return reinterpret_cast<const float*>(src);
+    case KvDType::kF16: {
+      const auto* h = reinterpret_cast<const uint16_t*>(src);
+      int64_t i = 0;
 #ifdef QS_ATTENTION_AVX2
-  for (; i + 8 <= head_dim; i += 8) {
-    _mm256_storeu_ps(tmp + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-  }
+      for (; i + 8 <= head_dim; i += 8) {
+        _mm256_storeu_ps(tmp + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+      }
 #endif
-  for (; i < head_dim; ++i) tmp[i] = fp16_to_fp32(src[i]);
+      for (; i < head_dim; ++i) tmp[i] = fp16_to_fp32(h[i]);
+      return tmp;
+    }
+    case KvDType::kBF16: {
+      const auto* h = reinterpret_cast<const uint16_t*>(src);
+      int64_t i = 0;
+#ifdef QS_ATTENTION_AVX2
+      for (; i + 8 <= head_dim; i += 8) {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
+        _mm256_storeu_ps(tmp + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+      }
+#endif
+      for (; i < head_dim; ++i) tmp[i] = bf16_to_fp32(h[i]);
+      return tmp;
+    }
+    case KvDType::kQ8_0: break;
+  }
+  dequantize_row(DType::Q8_0, src, tmp, head_dim);
   return tmp;
 }
 
-inline void store_row(KvCache& cache, void* layer_base, size_t offset, const float* src,
-                      int64_t head_dim) {
-  if (cache.dtype() == KvDType::kF32) {
-    std::memcpy(static_cast<float*>(layer_base) + offset, src, head_dim * sizeof(float));
-    return;
-  }
-  uint16_t* dst = static_cast<uint16_t*>(layer_base) + offset;
-  for (int64_t i = 0; i < head_dim; ++i) dst[i] = fp32_to_fp16(src[i]);
+// Encodes one f32 row into the cache's element type (the reference encoders of quant/, so the
+// stored bytes equal what `qwenserve quantize` would write for the same values).
+inline void store_row(KvCache& cache, uint8_t* layer_base, size_t offset, const float* src, int64_t head_dim) {
+  quantize_row(cache.element_type(), src, layer_base + offset, head_dim);
 }
 
 // out[i] = exp(x[i]) for i < n, x[i] <= 0 (scores minus their running max).
@@ -91,7 +108,7 @@ void kv_cache_store(KvCache& cache, int64_t layer, const int32_t* block_table, i
   const int32_t row = static_cast<int32_t>(position % kKvBlockSize);
   const int64_t head_dim = cache.head_dim();
   for (int64_t g = 0; g < cache.n_kv_heads(); ++g) {
-    const size_t offset = cache.row_offset(block, g, row);
+    const size_t offset = cache.row_byte_offset(block, g, row);
     store_row(cache, cache.k_layer(layer), offset, k + g * head_dim, head_dim);
     store_row(cache, cache.v_layer(layer), offset, v + g * head_dim, head_dim);
   }
@@ -102,8 +119,8 @@ void paged_attention_token(const float* q, const AttentionShape& shape, KvCache&
   const int64_t d = shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const void* k_base = cache.k_layer(layer);
-  const void* v_base = cache.v_layer(layer);
+  const uint8_t* k_base = cache.k_layer(layer);
+  const uint8_t* v_base = cache.v_layer(layer);
   alignas(32) float k_row[512], v_row[512];  // head_dim <= 512 (checked by the model runner)
   alignas(32) float s[kHeadsPerPass][kKvBlockSize];
   float running_max[kHeadsPerPass], running_sum[kHeadsPerPass];
@@ -120,7 +137,7 @@ void paged_attention_token(const float* q, const AttentionShape& shape, KvCache&
         const int rows = static_cast<int>(std::min<int64_t>(kKvBlockSize, n_context - j0));
         const int32_t block = block_table[j0 / kKvBlockSize];
         for (int j = 0; j < rows; ++j) {
-          const float* k = load_row(cache, k_base, cache.row_offset(block, g, j), d, k_row);
+          const float* k = load_row(cache, k_base, cache.row_byte_offset(block, g, j), d, k_row);
           for (int h = 0; h < nh; ++h) s[h][j] = dot_f32(q + (h0 + h) * d, k, d) * scale;
         }
         // Online softmax (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): rescale
@@ -138,7 +155,7 @@ void paged_attention_token(const float* q, const AttentionShape& shape, KvCache&
           running_sum[h] = running_sum[h] * correction[h] + block_sum;
         }
         for (int j = 0; j < rows; ++j) {
-          const float* v = load_row(cache, v_base, cache.row_offset(block, g, j), d, v_row);
+          const float* v = load_row(cache, v_base, cache.row_byte_offset(block, g, j), d, v_row);
           for (int h = 0; h < nh; ++h) {
             scale_add(out + (h0 + h) * d, j == 0 ? correction[h] : 1.0f, s[h][j], v, d);
           }
