@@ -391,10 +391,12 @@ inline void q4_k_block(const BlockQ4_K& x, const BlockQ8_K* const* a, int64_t b,
   }
 }
 
-inline void prefetch3(const char* p) {
-  _mm_prefetch(p, _MM_HINT_T0);
-  _mm_prefetch(p + 64, _MM_HINT_T0);
-  _mm_prefetch(p + 128, _MM_HINT_T0);
+// Prefetches every cache line of [p, p + bytes) into L1.
+inline void prefetch_span(const char* p, size_t bytes) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t line = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; line < end; line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+  }
 }
 
 // Lane k: the full int32 total of pair k (sum of its two 128-bit halves, exact).
@@ -416,7 +418,7 @@ void q4_k_row_x4(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* a, floa
                  int n_tok, const char* next) {
   __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch3(next + b * static_cast<int64_t>(sizeof(BlockQ4_K)));
+    prefetch_span(next + b * static_cast<int64_t>(sizeof(BlockQ4_K)), sizeof(BlockQ4_K));
     __m256i sumi[4];
     __m128i mins[4];
     const __m128i bs[4] = {bsums32(a[0][b]), bsums32(a[1][b]), bsums32(a[2][b]), bsums32(a[3][b])};
@@ -437,9 +439,7 @@ void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, flo
   const BlockQ8_K* const a1[1] = {a};
   for (int64_t b = 0; b < nb; ++b) {
     const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ4_K));
-    prefetch3(pf);
-    prefetch3(pf + 192);
-    prefetch3(pf + 384);
+    prefetch_span(pf, 4 * sizeof(BlockQ4_K));
     __m256i sumi[4];
     __m128i mins[4];
     const __m128i bs = bsums32(a[b]);  // shared by the 4 rows
@@ -542,7 +542,7 @@ void q6_k_row_x4(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* a, floa
                  const char* next) {
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch3(next + b * static_cast<int64_t>(sizeof(BlockQ6_K)));
+    prefetch_span(next + b * static_cast<int64_t>(sizeof(BlockQ6_K)), sizeof(BlockQ6_K));
     __m256i sumi[4];
     q6_k_block<4>(x[b], a, b, sumi);
     const __m128 da = _mm_setr_ps(a[0][b].d, a[1][b].d, a[2][b].d, a[3][b].d);
@@ -558,10 +558,7 @@ void q6_k_x4_rows(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* a, flo
   const BlockQ8_K* const a1[1] = {a};
   for (int64_t b = 0; b < nb; ++b) {
     const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ6_K));
-    prefetch3(pf);
-    prefetch3(pf + 192);
-    prefetch3(pf + 384);
-    prefetch3(pf + 576);
+    prefetch_span(pf, 4 * sizeof(BlockQ6_K));
     __m256i sumi[4];
     for (int r = 0; r < 4; ++r) q6_k_block<1>(x[r][b], a1, b, &sumi[r]);
     const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(x[0][b].d), static_cast<int16_t>(x[1][b].d),
