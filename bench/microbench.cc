@@ -9,7 +9,8 @@
 //                             weights are touched per cycle (no cache reuse between iterations).
 //                             GB_per_s = weight bytes / time / 1e9; pct_of_read_bw = that as a
 //                             percent of ReadBandwidth with the same T (measured once, best of 3).
-//   Gemm/<TYPE>/tokens:N/threads:T  Y = X W^T, W [2560, 2560], N tokens (prefill).
+//   Gemm/<TYPE>/tokens:N/threads:T  Y = X W^T, W [2560, 2560], N tokens (N = 1..16: batched
+//                             decode steps, 64: prefill).
 //                             GFLOP_per_s = 2 * N * 2560 * 2560 / time / 1e9.
 // Run: build/release/bench/qwenserve_microbench [--benchmark_filter=Gemv] (not part of ctest).
 #include <benchmark/benchmark.h>
@@ -226,7 +227,9 @@ int main(int argc, char** argv) {
     for (int64_t t : thread_counts) gemv->Arg(t);
     gemv->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
     auto* gemm = benchmark::RegisterBenchmark(("Gemm/" + name).c_str(), BM_Gemm, type);
-    for (int64_t t : thread_counts) gemm->Args({64, t});
+    for (int64_t t : thread_counts) {
+      for (int64_t tokens : {1, 2, 4, 8, 16, 64}) gemm->Args({tokens, t});  // batched decode .. prefill
+    }
     gemm->ArgNames({"tokens", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
   }
   benchmark::RunSpecifiedBenchmarks();

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace qs {
 
@@ -107,6 +108,20 @@ inline void unpack_scale_min_k4(int j, const uint8_t* s, uint8_t* sc, uint8_t* m
     *sc = static_cast<uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
     *m = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
   }
+}
+
+/// All 8 scales and mins of a Q4_K / Q5_K block at once (same values as unpack_scale_min_k4):
+/// byte j of *sc8 is sc[j], byte j of *m8 is m[j]. Four 32-bit masks instead of 16 branches.
+inline void unpack_scales_mins_k4(const uint8_t* s, uint64_t* sc8, uint64_t* m8) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+  const uint64_t sc_lo = u[0] & low6;  // sc[0..3]
+  const uint64_t m_lo = u[1] & low6;   // m[0..3]
+  const uint64_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  const uint64_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+  *sc8 = sc_lo | sc_hi << 32;
+  *m8 = m_lo | m_hi << 32;
 }
 
 }  // namespace qs

@@ -281,15 +281,10 @@ inline int32_t mins_dot(__m128i mins16, const int16_t bsums[16]) {
 // low nibbles of sc[4..7] | m[4..7] << 4. Returned as int16 lanes, built in registers (going
 // through memory would split a store across a wider load and stall store forwarding).
 inline void unpack_all_scale_min(const uint8_t* scales, __m128i* sc16, __m128i* m16) {
-  uint32_t u[3];
-  std::memcpy(u, scales, 12);
-  const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-  const uint64_t sc_lo = u[0] & low6;
-  const uint64_t m_lo = u[1] & low6;
-  const uint64_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
-  const uint64_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
-  *sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc_lo | sc_hi << 32)));
-  *m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m_lo | m_hi << 32)));
+  uint64_t sc8, m8;
+  unpack_scales_mins_k4(scales, &sc8, &m8);
+  *sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8)));
+  *m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
 }
 
 // Q4_K (kFifthBit = false) and Q5_K (true), one weight row against NT activation rows.

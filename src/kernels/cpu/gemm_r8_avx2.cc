@@ -91,18 +91,23 @@ void repack_q4_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q
   const __m128i low = _mm_set1_epi8(0x0F), high = _mm_set1_epi8(static_cast<char>(0xF0));
   for (int64_t b = 0; b < nb; ++b) {
     Q4KR8& o = out[b];
+    // Scales and mins of the 8 rows, transposed in registers: row r's (sc[j], sc[j]) int16 pairs
+    // as 32-bit lane j, then lane r of vector j after the transpose; likewise the min pairs.
+    __m256i sc[8], mn[8];
     for (int r = 0; r < 8; ++r) {
       const auto& x = reinterpret_cast<const BlockQ4_K*>(group_row(w, w_stride, n_rows, r))[b];
-      uint8_t sc[8], m[8];
-      for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, x.scales, &sc[j], &m[j]);
-      for (int j = 0; j < 8; ++j) o.scales[j][2 * r] = o.scales[j][2 * r + 1] = sc[j];
-      for (int k = 0; k < 4; ++k) {
-        o.mins[k][2 * r] = m[2 * k];
-        o.mins[k][2 * r + 1] = m[2 * k + 1];
-      }
+      uint64_t sc8, m8;
+      unpack_scales_mins_k4(x.scales, &sc8, &m8);
+      const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc8)));
+      sc[r] = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
+      mn[r] = _mm256_set_m128i(_mm_setzero_si128(), _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8))));
       o.d[r] = _cvtsh_ss(x.d);
       o.dmin[r] = _cvtsh_ss(x.dmin);
     }
+    transpose8x8_epi32(sc);
+    transpose8x8_epi32(mn);
+    for (int j = 0; j < 8; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(o.scales[j]), sc[j]);
+    for (int k = 0; k < 4; ++k) _mm256_store_si256(reinterpret_cast<__m256i*>(o.mins[k]), mn[k]);
     for (int c = 0; c < 4; ++c) {  // file bytes 32c + l: low nibble sub-block 2c, high 2c + 1
       __m256i m[8];
       for (int r = 0; r < 8; ++r) {
@@ -203,15 +208,27 @@ void repack_q6_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q
   for (int64_t b = 0; b < nb; ++b) {
     Q6KR8& o = out[b];
     __m256i q[8][8];  // [row][g]
+    // Scales transposed in registers (see repack_q4_k_r8): (sc[k], sc[k]) pairs for k < 8 and
+    // k >= 8, and (sc[2p], sc[2p + 1]) pairs.
+    __m256i lo[8], hi[8], pairs[8];
     for (int r = 0; r < 8; ++r) {
       const auto& x = reinterpret_cast<const BlockQ6_K*>(group_row(w, w_stride, n_rows, r))[b];
       decode_q6_k(x, q[r]);
-      for (int k = 0; k < 16; ++k) o.scales[k][2 * r] = o.scales[k][2 * r + 1] = x.scales[k];
-      for (int p = 0; p < 8; ++p) {
-        o.scale_pairs[p][2 * r] = x.scales[2 * p];
-        o.scale_pairs[p][2 * r + 1] = x.scales[2 * p + 1];
-      }
+      const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
+      const __m256i s_lo = _mm256_cvtepi8_epi32(s8), s_hi = _mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8));
+      const __m256i mask16 = _mm256_set1_epi32(0xFFFF);
+      lo[r] = _mm256_or_si256(_mm256_and_si256(s_lo, mask16), _mm256_slli_epi32(s_lo, 16));
+      hi[r] = _mm256_or_si256(_mm256_and_si256(s_hi, mask16), _mm256_slli_epi32(s_hi, 16));
+      pairs[r] = _mm256_cvtepi8_epi16(s8);
       o.d[r] = _cvtsh_ss(x.d);
+    }
+    transpose8x8_epi32(lo);
+    transpose8x8_epi32(hi);
+    transpose8x8_epi32(pairs);
+    for (int k = 0; k < 8; ++k) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.scales[k]), lo[k]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.scales[8 + k]), hi[k]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.scale_pairs[k]), pairs[k]);
     }
     for (int g = 0; g < 8; ++g) {
       __m256i m[8];
