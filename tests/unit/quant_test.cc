@@ -259,3 +259,28 @@ TEST(QuantHalf, RoundUpNeverShrinks) {
 
 }  // namespace
 }  // namespace qs
+
+namespace qs {
+namespace {
+
+// The 6-bit scales/mins packing of Q4_K / Q5_K, decoded with the GGUF spec's per-sub-block rule
+// (ggml get_scale_min_k4) written out here, against the all-at-once decoder the kernels use.
+TEST(QuantKScales, AllAtOnceDecodeMatchesSpecRule) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 20000; ++trial) {
+    uint8_t s[12];
+    for (uint8_t& b : s) b = static_cast<uint8_t>(trial < 256 ? (trial * 0x9D + 0x3B * (&b - s)) & 0xFF : byte(rng));
+    uint64_t sc8 = 0, m8 = 0;
+    unpack_scales_mins_k4(s, &sc8, &m8);
+    for (int j = 0; j < 8; ++j) {
+      const int sc = j < 4 ? (s[j] & 63) : ((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
+      const int m = j < 4 ? (s[j + 4] & 63) : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+      ASSERT_EQ(static_cast<int>((sc8 >> (8 * j)) & 0xFF), sc) << "trial " << trial << " j " << j;
+      ASSERT_EQ(static_cast<int>((m8 >> (8 * j)) & 0xFF), m) << "trial " << trial << " j " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qs
