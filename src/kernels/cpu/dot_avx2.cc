@@ -664,6 +664,7 @@ const DotKernels* avx2_dot_kernels() {
       q6_k_tile,
       avx2_q4_k_group_gemm(),
       avx2_q6_k_group_gemm(),
+      avx2_q8_0_group_gemm(),
   };
   return &table;
 }

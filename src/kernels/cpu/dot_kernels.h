@@ -65,6 +65,7 @@ struct DotKernels {
   /// Optional repacking GEMMs for batches (fn == nullptr: none).
   GroupGemm q4_k_gemm{};
   GroupGemm q6_k_gemm{};
+  GroupGemm q8_0_gemm{};
 
   /// The dot for `dtype`; throws qs::Error for unsupported types.
   RowDotFn row_dot(DType dtype) const;
@@ -79,7 +80,12 @@ struct DotKernels {
   }
   /// The repacking GEMM for `dtype` (fn == nullptr when this table has none).
   GroupGemm group_gemm(DType dtype) const {
-    return dtype == DType::Q4_K ? q4_k_gemm : dtype == DType::Q6_K ? q6_k_gemm : GroupGemm{};
+    switch (dtype) {
+      case DType::Q4_K: return q4_k_gemm;
+      case DType::Q6_K: return q6_k_gemm;
+      case DType::Q8_0: return q8_0_gemm;
+      default: return GroupGemm{};
+    }
   }
 };
 
@@ -95,5 +101,6 @@ const DotKernels* avx2_dot_kernels();
 // Repacking GEMMs of the AVX2 level (gemm_r8_avx2.cc); empty when the build has no AVX2 path.
 GroupGemm avx2_q4_k_group_gemm();
 GroupGemm avx2_q6_k_group_gemm();
+GroupGemm avx2_q8_0_group_gemm();
 
 }  // namespace qs::kernels

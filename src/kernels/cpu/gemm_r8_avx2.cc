@@ -1,4 +1,4 @@
-// Prefill GEMM for K-quant weights through 8-row interleaved repacking (AVX2 + FMA + F16C).
+// Batch GEMM for Q4_K, Q6_K and Q8_0 weights through 8-row interleaved repacking (AVX2 + FMA + F16C).
 //
 // Why: in the row-major file layout one 32-byte weight vector holds 64 elements of ONE row, so a
 // maddubs over it already spans a whole 32-element sub-block and its int16 pair sums must be
@@ -286,26 +286,85 @@ void q6_k_r8_tokens(int64_t nb, const Q6KR8* w, const BlockQ8_K* const* a, float
   for (int t = 0; t < NT; ++t) store_rows(acc[t], n_rows, y + t * y_stride);
 }
 
+// --- Q8_0 -------------------------------------------------------------------------------------
+
+// One 32-element block of 8 rows: qs[v] lane r holds elements 4v .. 4v + 3 of row r.
+struct alignas(32) Q80R8 {
+  int8_t qs[8][32];
+  float d[8];
+};
+static_assert(sizeof(Q80R8) == 288);
+
+void repack_q8_0_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q80R8* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    Q80R8& o = out[b];
+    __m256i m[8];
+    for (int r = 0; r < 8; ++r) {
+      const auto& x = reinterpret_cast<const BlockQ8_0*>(group_row(w, w_stride, n_rows, r))[b];
+      m[r] = load256(x.qs);
+      o.d[r] = _cvtsh_ss(x.d);
+    }
+    transpose8x8_epi32(m);
+    for (int v = 0; v < 8; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs[v]), m[v]);
+  }
+}
+
+// NT tokens against one repacked group. Signed x signed through |w| * (a * sign(w)) (see
+// dot_avx2.cc); int16 pair sums can reach 2 * 127 * 127, so each is widened at once. The low
+// (elements 0..15, v < 4) and high halves of a block are scaled and accumulated separately and
+// added at the end: the float sequence of the row-major Q8_0 tiles (bit-identical results).
+template <int NT>
+void q8_0_r8_tokens(int64_t nb, const Q80R8* w, const BlockQ8_0A* const* a, float* y, size_t y_stride, int n_rows) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc_lo[NT], acc_hi[NT];
+  for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q80R8& x = w[b];
+    __m256i lo[NT], hi[NT];
+    for (int t = 0; t < NT; ++t) lo[t] = hi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int v = 0; v < 4; ++v) {
+      const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[v]));
+      const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[v + 4]));
+      const __m256i abs0 = _mm256_sign_epi8(q0, q0), abs1 = _mm256_sign_epi8(q1, q1);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i s0 = _mm256_sign_epi8(bcast32(a[t][b].qs + 4 * v), q0);
+        const __m256i s1 = _mm256_sign_epi8(bcast32(a[t][b].qs + 16 + 4 * v), q1);
+        lo[t] = _mm256_add_epi32(lo[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs0, s0), ones));
+        hi[t] = _mm256_add_epi32(hi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs1, s1), ones));
+      }
+    }
+    const __m256 d = _mm256_load_ps(x.d);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(a[t][b].d));
+      acc_lo[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(lo[t]), acc_lo[t]);
+      acc_hi[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(hi[t]), acc_hi[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) store_rows(_mm256_add_ps(acc_lo[t], acc_hi[t]), n_rows, y + t * y_stride);
+}
+
 // --- GroupGemmFn entry points -----------------------------------------------------------------
 
-template <typename Packed, void (*kRepack)(int64_t, const uint8_t*, size_t, int, Packed*),
-          void (*k1)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int),
-          void (*k2)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int),
-          void (*k3)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int),
-          void (*k4)(int64_t, const Packed*, const BlockQ8_K* const*, float*, size_t, int)>
+template <typename Packed, typename Act, int kElements,
+          void (*kRepack)(int64_t, const uint8_t*, size_t, int, Packed*),
+          void (*k1)(int64_t, const Packed*, const Act* const*, float*, size_t, int),
+          void (*k2)(int64_t, const Packed*, const Act* const*, float*, size_t, int),
+          void (*k3)(int64_t, const Packed*, const Act* const*, float*, size_t, int),
+          void (*k4)(int64_t, const Packed*, const Act* const*, float*, size_t, int)>
 void group_gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                 int n_act, float* y, size_t y_stride, uint8_t* scratch) {
-  const int64_t nb = n / kBlockK;
+  const int64_t nb = n / kElements;
   auto* packed = reinterpret_cast<Packed*>(scratch);
   kRepack(nb, static_cast<const uint8_t*>(w), w_stride, n_rows, packed);
   const auto* ab = static_cast<const uint8_t*>(act);
-  const BlockQ8_K* a[4];
+  const Act* a[4];
   int t = 0;
   for (; t + 4 <= n_act; t += 4) {
-    for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const BlockQ8_K*>(ab + (t + i) * act_stride);
+    for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const Act*>(ab + (t + i) * act_stride);
     k4(nb, packed, a, y + t * y_stride, y_stride, n_rows);
   }
-  for (int i = 0; i < n_act - t; ++i) a[i] = reinterpret_cast<const BlockQ8_K*>(ab + (t + i) * act_stride);
+  for (int i = 0; i < n_act - t; ++i) a[i] = reinterpret_cast<const Act*>(ab + (t + i) * act_stride);
   switch (n_act - t) {
     case 3: k3(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
     case 2: k2(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
@@ -317,13 +376,19 @@ void group_gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const voi
 }  // namespace
 
 GroupGemm avx2_q4_k_group_gemm() {
-  return {group_gemm<Q4KR8, repack_q4_k_r8, q4_k_r8_tokens<1>, q4_k_r8_tokens<2>, q4_k_r8_tokens<3>,
+  return {group_gemm<Q4KR8, BlockQ8_K, kBlockK, repack_q4_k_r8, q4_k_r8_tokens<1>, q4_k_r8_tokens<2>, q4_k_r8_tokens<3>,
                      q4_k_r8_tokens<4>>,
           sizeof(Q4KR8)};
 }
 
+GroupGemm avx2_q8_0_group_gemm() {
+  return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, repack_q8_0_r8, q8_0_r8_tokens<1>, q8_0_r8_tokens<2>,
+                     q8_0_r8_tokens<3>, q8_0_r8_tokens<4>>,
+          sizeof(Q80R8) * (kBlockK / kBlockQ8_0)};
+}
+
 GroupGemm avx2_q6_k_group_gemm() {
-  return {group_gemm<Q6KR8, repack_q6_k_r8, q6_k_r8_tokens<1>, q6_k_r8_tokens<2>, q6_k_r8_tokens<3>,
+  return {group_gemm<Q6KR8, BlockQ8_K, kBlockK, repack_q6_k_r8, q6_k_r8_tokens<1>, q6_k_r8_tokens<2>, q6_k_r8_tokens<3>,
                      q6_k_r8_tokens<4>>,
           sizeof(Q6KR8)};
 }
@@ -334,6 +399,13 @@ GroupGemm avx2_q6_k_group_gemm() {
 #else
 namespace qs::kernels {
 GroupGemm avx2_q4_k_group_gemm() { return {}; }
+GroupGemm avx2_q8_0_group_gemm() { return {}; }
+GroupGemm avx2_q8_0_group_gemm() {
+  return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, repack_q8_0_r8, q8_0_r8_tokens<1>, q8_0_r8_tokens<2>,
+                     q8_0_r8_tokens<3>, q8_0_r8_tokens<4>>,
+          sizeof(Q80R8) * (kBlockK / kBlockQ8_0)};
+}
+
 GroupGemm avx2_q6_k_group_gemm() { return {}; }
 }  // namespace qs::kernels
 #endif
