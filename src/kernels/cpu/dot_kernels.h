@@ -49,6 +49,7 @@ inline constexpr size_t kMaxGroupGemmBytesPerBlock = 2848;  // the largest bytes
 struct GroupGemm {
   GroupGemmFn fn = nullptr;
   size_t bytes_per_block = 0;  // scratch bytes per 256 input features
+  int min_tokens = 0;          // batches of at least this many tokens are faster through fn
 };
 using QuantizeQ8_0AFn = void (*)(const float* x, BlockQ8_0A* dst, int64_t n);
 using QuantizeQ8_KFn = void (*)(const float* x, BlockQ8_K* dst, int64_t n);

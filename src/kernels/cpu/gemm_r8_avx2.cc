@@ -373,24 +373,33 @@ void group_gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const voi
   }
 }
 
+// Crossovers against the row-major tiles (microbench Gemm/<type>/tokens:N/threads:2, 2560 x
+// 2560, interleaved runs of both builds): repacking an 8-row group costs about one token's
+// row-major dot for Q4_K and several for Q6_K (6-bit decode plus three transposes), so small
+// batches stay row-major. Q4_K: equal at 2-4 tokens, repacked 1.2-1.3x faster at 8; Q8_0: equal
+// at 4, faster from 8; Q6_K: slower up to 8, 1.15-1.2x faster at 16.
+constexpr int kQ4KMinTokens = 4;
+constexpr int kQ80MinTokens = 8;
+constexpr int kQ6KMinTokens = 16;
+
 }  // namespace
 
 GroupGemm avx2_q4_k_group_gemm() {
   return {group_gemm<Q4KR8, BlockQ8_K, kBlockK, repack_q4_k_r8, q4_k_r8_tokens<1>, q4_k_r8_tokens<2>, q4_k_r8_tokens<3>,
                      q4_k_r8_tokens<4>>,
-          sizeof(Q4KR8)};
+          sizeof(Q4KR8), kQ4KMinTokens};
 }
 
 GroupGemm avx2_q8_0_group_gemm() {
   return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, repack_q8_0_r8, q8_0_r8_tokens<1>, q8_0_r8_tokens<2>,
                      q8_0_r8_tokens<3>, q8_0_r8_tokens<4>>,
-          sizeof(Q80R8) * (kBlockK / kBlockQ8_0)};
+          sizeof(Q80R8) * (kBlockK / kBlockQ8_0), kQ80MinTokens};
 }
 
 GroupGemm avx2_q6_k_group_gemm() {
   return {group_gemm<Q6KR8, BlockQ8_K, kBlockK, repack_q6_k_r8, q6_k_r8_tokens<1>, q6_k_r8_tokens<2>, q6_k_r8_tokens<3>,
                      q6_k_r8_tokens<4>>,
-          sizeof(Q6KR8)};
+          sizeof(Q6KR8), kQ6KMinTokens};
 }
 
 }  // namespace qs::kernels
@@ -403,7 +412,7 @@ GroupGemm avx2_q8_0_group_gemm() { return {}; }
 GroupGemm avx2_q8_0_group_gemm() {
   return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, repack_q8_0_r8, q8_0_r8_tokens<1>, q8_0_r8_tokens<2>,
                      q8_0_r8_tokens<3>, q8_0_r8_tokens<4>>,
-          sizeof(Q80R8) * (kBlockK / kBlockQ8_0)};
+          sizeof(Q80R8) * (kBlockK / kBlockQ8_0), kQ80MinTokens};
 }
 
 GroupGemm avx2_q6_k_group_gemm() { return {}; }

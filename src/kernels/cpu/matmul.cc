@@ -70,7 +70,7 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
       });
       act = buffer;
     }
-    const bool use_gemm = gemm_fits && nt >= kGroupGemmMinTokens;
+    const bool use_gemm = gemm_fits && nt >= gemm.min_tokens;
     pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int thread) {
       float dots[kTokensPerTile];
       const int64_t row_begin = tile_begin * kRowsPerTile;

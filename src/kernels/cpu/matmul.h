@@ -12,7 +12,10 @@
 // groups of 4 inner (4 activation rows, ~4.5 KB per 1024 inputs, stay in L1), 4 (row, token) pairs
 // per float vector -- see dot_avx2.cc. Otherwise, inside a tile, tokens go in groups of
 // kTokensPerTile so a group's activations (~8 x 1.1 x in bytes) stay in L1/L2 while the tile's
-// rows (16 rows) stay in L2, and the row dot runs per row. Every weight byte is read from memory once per
+// rows (16 rows) stay in L2, and the row dot runs per row. Batches of at least
+// GroupGemm::min_tokens tokens of a type with a repacking GEMM (Q4_K, Q6_K, Q8_0 on AVX2) go
+// through it instead, 8 rows at a time (gemm_r8_avx2.cc), each thread repacking into its own
+// scratch. Every weight byte is read from memory once per
 // call (per max_tokens tokens when the batch exceeds the scratch). No allocation, no locks.
 // Results are bit-identical whatever n_tokens, the token grouping or the thread count.
 #pragma once
@@ -28,11 +31,6 @@ namespace qs::kernels {
 inline constexpr int64_t kRowsPerTile = 16;
 inline constexpr int kTokensPerTile = 8;
 inline constexpr int64_t kDefaultScratchTokens = 64;
-/// Batches of at least this many tokens use the repacking GEMM (DotKernels::group_gemm) when the
-/// weight type has one. Repacking an 8-row group costs about one token's row-major dot on it
-/// (microbench Gemm/Q4_K, 2560 x 2560, 1 thread: 1 token 0.23 ms, 4 tokens 0.58 ms, 8 tokens
-/// 0.89 ms through the repack), so from 2 tokens on it is at least as fast.
-inline constexpr int64_t kGroupGemmMinTokens = 2;
 
 /// Buffers sized once: the quantized activations of up to `max_tokens` rows of
 /// `max_in_features` (shared by all threads) and one repacked 8-row weight group per thread
