@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/number_validators.h"
 #include "cli/commands.h"
 #include "cli/runtime.h"
 #include "core/error.h"
@@ -35,6 +36,7 @@ struct BenchOptions {
   int tg_prompt_tokens = 8;
   bool json = false;
   CLI::Option* batch_option = nullptr;
+  CLI::Option* ctx_option = nullptr;
 };
 
 struct TestResult {
@@ -199,7 +201,13 @@ int run_bench(BenchOptions& opt) {
   const int64_t max_p = prompts.empty() ? 1 : *std::max_element(prompts.begin(), prompts.end());
   const int64_t max_g = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
   RuntimeOptions ro = opt.runtime;
-  ro.ctx_size = std::max(max_p, opt.tg_prompt_tokens + max_g) + 1;
+  const int64_t needed = std::max(max_p, opt.tg_prompt_tokens + max_g) + 1;
+  if (opt.ctx_option->count() > 0 && ro.ctx_size < needed) {
+    throw Error("--ctx-size " + std::to_string(ro.ctx_size) + " is shorter than the longest test needs (" +
+                std::to_string(needed) + " tokens)");
+  }
+  // The KV cache is sized for the longest test unless --ctx-size asks for more.
+  ro.ctx_size = opt.ctx_option->count() > 0 ? ro.ctx_size : needed;
   if (opt.batch_option->count() == 0) ro.batch_size = std::max<int64_t>(max_p, opt.tg_prompt_tokens);
   Runtime rt = make_runtime(ro);
   if (rt.runner->max_context_tokens() < ro.ctx_size) {
@@ -229,15 +237,16 @@ Command register_bench(CLI::App& app) {
   auto opt = std::make_shared<BenchOptions>();
   opt->runtime.add_to(app);
   opt->batch_option = app.get_option("--batch-size");
+  opt->ctx_option = app.get_option("--ctx-size");
   app.add_option("-p,--n-prompt", opt->prompt_list, "Prompt lengths of the ppN tests (comma list; 0: none)")
       ->capture_default_str();
   app.add_option("-n,--n-gen", opt->gen_list, "Generated tokens of the tgN tests (comma list; 0: none)")
       ->capture_default_str();
   app.add_option("-r,--repetitions", opt->repetitions, "Timed runs per test (after one warm-up run)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   app.add_option("--tg-prompt", opt->tg_prompt_tokens, "Untimed prompt tokens before each tg run")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->capture_default_str();
   app.add_flag("--json", opt->json, "One JSON object per test line");
   return [opt] { return run_bench(*opt); };

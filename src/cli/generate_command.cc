@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/number_validators.h"
 #include "cli/commands.h"
 #include "cli/runtime.h"
 #include "core/error.h"
@@ -129,17 +130,17 @@ Command register_generate(CLI::App& app) {
   app.add_flag("--chat", opt->chat, "Wrap the prompt as one user turn in ChatML");
   app.add_option("--system", opt->system, "System message (with --chat)");
   app.add_option("-n,--max-tokens", opt->max_tokens, "Tokens to generate at most")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(kPositive)->capture_default_str();
   app.add_option("--temperature", opt->temperature, "Sampling temperature; 0 = greedy")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   app.add_option("--top-p", opt->top_p, "Nucleus sampling mass")->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--top-k", opt->top_k, "Keep the k most likely tokens; 0 = off")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   app.add_option("--min-p", opt->min_p, "Drop tokens below min_p * p_max")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--repetition-penalty", opt->repetition_penalty, "CTRL repetition penalty")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(kPositive)->capture_default_str();
   app.add_option("--seed", opt->seed, "RNG seed (same seed, same tokens)");
   app.add_flag("--json", opt->json, "Print one JSON object instead of streaming text");
   return [opt] { return run_generate(*opt); };

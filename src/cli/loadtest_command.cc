@@ -105,6 +105,7 @@ std::vector<loadtest::Conversation> make_workload(const LoadtestOptions& opt,
   w.turns_per_user = opt.multi_turn;
   w.input = loadtest::parse_length_range(opt.input_tokens, "--input-tokens");
   w.output = loadtest::parse_length_range(opt.output_tokens, "--output-tokens");
+  if (w.output.min_tokens < 1) throw Error("--output-tokens: max_tokens must be at least 1");
   w.dataset_path = opt.dataset;
   w.seed = seed;
   auto workload = loadtest::build_workload(w, prompts);

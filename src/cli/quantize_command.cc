@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/number_validators.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -62,7 +63,7 @@ Command register_quantize(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember(quant_mix_names()));
   app.add_option("-t,--threads", opt->threads, "Worker threads (default: all CPUs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   app.add_flag("-q,--quiet", opt->quiet, "No per-tensor progress lines");
   return [opt] { return run_quantize(*opt); };
 }

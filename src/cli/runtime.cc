@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cli/number_validators.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 
@@ -16,12 +17,12 @@ void RuntimeOptions::add_to(CLI::App& command) {
   command.add_option("-m,--model", model_path, "GGUF file or Hugging Face model directory")
       ->required();
   command.add_option("-t,--threads", threads, "Worker threads (default: all CPUs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   command.add_option("-c,--ctx-size", ctx_size, "Context length in tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   command.add_option("-b,--batch-size", batch_size, "Prefill chunk: tokens per forward pass")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   command.add_option("--kv-cache-type", kv_cache_type,
                      "KV cache element type: f16, bf16, q8_0 (half the bytes of f16) or f32")
@@ -41,7 +42,15 @@ void RuntimeOptions::add_to(CLI::App& command) {
 }
 
 std::unique_ptr<ThreadPool> RuntimeOptions::make_pool() const {
-  auto pool = std::make_unique<ThreadPool>(threads > 0 ? threads : default_thread_count());
+  const int usable = default_thread_count();
+  if (threads > usable) {
+    std::fprintf(stderr,
+                 "warning: --threads %d exceeds the %d CPUs this process may use; the compute threads will "
+                 "time-share CPUs and every forward pass waits for the slowest (expect several times slower "
+                 "steps)\n",
+                 threads, usable);
+  }
+  auto pool = std::make_unique<ThreadPool>(threads > 0 ? threads : usable);
   if (!no_thread_pinning) pool->pin_workers_to_cpus();
   return pool;
 }

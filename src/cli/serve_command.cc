@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/number_validators.h"
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/runtime.h"
@@ -190,48 +191,48 @@ Command register_serve(CLI::App& app) {
   app.add_option("--port", s.port, "Port")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("--served-model-name", s.served_model_name, "Model name reported by the API")->capture_default_str();
   app.add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
-  app.add_option("--max-tokens-cap", s.max_tokens_cap, "Upper bound for max_tokens")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--default-max-tokens", s.default_max_tokens, "max_tokens when a request sets none")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-tokens-cap", s.max_tokens_cap, "Upper bound for max_tokens")->check(kPositive)->capture_default_str();
+  app.add_option("--default-max-tokens", s.default_max_tokens, "max_tokens when a request sets none")->check(kPositive)->capture_default_str();
+  app.add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->check(kPositive)->capture_default_str();
   app.add_option("--log-format", s.log_format, "Per-request log line on stderr")->check(CLI::IsMember({"json", "text", "none"}))->capture_default_str();
   EngineOptions& e = opt->engine;
   e.max_queue = 256;
-  app.add_option("--max-num-seqs", e.max_num_seqs, "Sequences decoded together")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-num-seqs", e.max_num_seqs, "Sequences decoded together")->check(kPositive)->capture_default_str();
   opt->max_batched_tokens_option =
       app.add_option("--max-batched-tokens", e.max_batched_tokens,
                      "Tokens per forward step: decode tokens + prefill chunks (chunked prefill)")
-          ->check(CLI::PositiveNumber)->capture_default_str();
+          ->check(kPositive)->capture_default_str();
   app.add_option("--prefill-slack", e.prefill_slack,
                  "A step that prefills next to running decodes may take (1 + X) times a decode-only "
                  "step (chunk size learned from measured step times; keeps ITL flat). 0: chunks of "
                  "--max-batched-tokens")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   opt->batch_size_option = app.get_option("--batch-size");
   app.add_option("--kv-cache-memory", opt->kv_cache_memory,
                  "KV cache size in bytes, e.g. 2GiB, 512MiB, 4GB (default: 1/4 of available memory, "
                  "capped at --max-num-seqs full contexts)");
   app.add_flag("--no-prefix-cache", opt->no_prefix_cache, "Disable automatic prefix caching (KV reuse of shared prompt prefixes)");
   app.add_option("--max-queue", e.max_queue, "Requests that may wait to start; more get 429 (0: no limit)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   app.add_option("--max-queue-wait", e.max_queue_wait_s,
                  "Seconds a request may wait to start before it gets 429 (0: no limit); streams then "
                  "begin only once the request runs")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   app.add_option("--request-timeout", s.request_timeout_s,
                  "Seconds a request may take in all (0: no limit); also caps a request's \"timeout\" field")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   app.add_flag("--no-output-guard", opt->no_output_guard,
                "Disable the degenerate-output guard (see --guard-blank-run, --guard-ngram-repeats)");
   app.add_option("--guard-blank-run", e.guard.max_blank_run,
                  "Stop (finish_reason length) after more than N consecutive whitespace/punctuation-only tokens (0: off)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   app.add_option("--guard-ngram-repeats", e.guard.ngram_repeats,
                  "Stop (finish_reason length) when one n-gram repeats N times in a row (0: off)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
   app.add_option("--guard-max-ngram", e.guard.max_ngram, "Longest n-gram (tokens) the repetition guard checks")
       ->check(CLI::Range(1, 256))->capture_default_str();
-  app.add_option("--keepalive", opt->keepalive_s, "Seconds between SSE keep-alive comments")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--shutdown-grace", opt->shutdown_grace_s, "Seconds in-flight requests may finish after SIGTERM")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--keepalive", opt->keepalive_s, "Seconds between SSE keep-alive comments")->check(kPositive)->capture_default_str();
+  app.add_option("--shutdown-grace", opt->shutdown_grace_s, "Seconds in-flight requests may finish after SIGTERM")->check(kNonNegative)->capture_default_str();
   return [opt] { return run_serve(*opt); };
 }
 

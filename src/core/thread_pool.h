@@ -78,7 +78,8 @@ class ThreadPool {
   int64_t task_n_ = 0;
 };
 
-/// Default thread count: the number of online CPUs (at least 1).
+/// Default thread count: the CPUs this process may run on (its affinity mask; online CPUs where
+/// that is unavailable), at least 1.
 int default_thread_count();
 
 }  // namespace qs

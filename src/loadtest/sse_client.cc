@@ -176,7 +176,9 @@ struct StreamReader {
     if (record.output_tokens == 0) record.output_tokens = record.content_chunks;
     if (!sent_ok || err != httplib::Error::Success) {
       record.status = transport_error_name(err);
-      record.error = httplib::to_string(err);
+      record.error = err == httplib::Error::Connection
+                         ? "could not connect (connection refused, or host unknown or unreachable)"
+                         : httplib::to_string(err);
     } else if (status != 200) {
       record.status = std::to_string(status);
       record.error = error_body.empty() ? "HTTP " + record.status : error_body;

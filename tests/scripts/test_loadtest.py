@@ -266,7 +266,8 @@ def main():
     check(levels and levels[0]["completed"] == 0 and levels[0]["errors"] == {"connect": 3},
           f"refused: {levels}")
     # Nothing measured: exit status 1 and one error line naming the URL.
-    check(f"error: no request to {dead} completed" in p.stderr, f"refused stderr: {p.stderr[-500:]}")
+    check(f"error: no request to {dead} completed: could not connect" in p.stderr,
+          f"refused stderr: {p.stderr[-500:]}")
 
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failures", flush=True)
     return 1 if failures else 0
