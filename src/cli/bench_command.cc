@@ -56,10 +56,13 @@ std::vector<int64_t> parse_list(const std::string& csv, const char* flag) {
       const long long v = std::stoll(item, &used);
       if (used != item.size() || v < 0) throw std::invalid_argument(item);
       if (v > 0) out.push_back(v);
+    } catch (const std::out_of_range&) {
+      throw Error(std::string(flag) + ": '" + item + "' is too large");
     } catch (const std::exception&) {
       throw Error(std::string(flag) + ": '" + item + "' is not a non-negative integer");
     }
   }
+  if (!csv.empty() && csv.back() == ',') throw Error(std::string(flag) + ": empty item after the last comma in '" + csv + "'");
   return out;
 }
 
