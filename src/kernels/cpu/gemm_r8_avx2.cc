@@ -126,15 +126,21 @@ void repack_q4_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q
   }
 }
 
+// sum_k madd(pairs[k], word k of each 128-bit lane of b), k < 4: with pairs[k] lane r holding
+// row r's int16 pair (p_2k, p_2k+1) and b's 32-bit word k the activation pair (b_2k, b_2k+1),
+// lane r is sum_{i < 8} p_i * b_i (exact int32).
+inline __m256i madd_pairs4(const int16_t pairs[4][16], __m256i b) {
+  __m256i s = _mm256_madd_epi16(load256(pairs[0]), _mm256_shuffle_epi32(b, 0x00));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[1]), _mm256_shuffle_epi32(b, 0x55)));
+  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[2]), _mm256_shuffle_epi32(b, 0xAA)));
+  return _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[3]), _mm256_shuffle_epi32(b, 0xFF)));
+}
+
 // Lane r: sum_j m[r][j] * bsum32_j of the activation block (exact int32).
 inline __m256i min_products(const int16_t mins[4][16], const BlockQ8_K& a) {
   const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums));
   const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8));
-  const __m256i bs = _mm256_broadcastsi128_si256(_mm_hadd_epi16(lo, hi));  // 32-element sums
-  __m256i s = _mm256_madd_epi16(load256(mins[0]), _mm256_shuffle_epi32(bs, 0x00));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(mins[1]), _mm256_shuffle_epi32(bs, 0x55)));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(mins[2]), _mm256_shuffle_epi32(bs, 0xAA)));
-  return _mm256_add_epi32(s, _mm256_madd_epi16(load256(mins[3]), _mm256_shuffle_epi32(bs, 0xFF)));
+  return madd_pairs4(mins, _mm256_broadcastsi128_si256(_mm_hadd_epi16(lo, hi)));  // 32-element sums
 }
 
 // NT tokens (1..4) against one repacked 8-row group.
@@ -243,14 +249,7 @@ void repack_q6_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q
 inline __m256i offset_products(const int16_t pairs[8][16], const BlockQ8_K& a) {
   const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums)));
   const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8)));
-  __m256i s = _mm256_madd_epi16(load256(pairs[0]), _mm256_shuffle_epi32(lo, 0x00));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[1]), _mm256_shuffle_epi32(lo, 0x55)));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[2]), _mm256_shuffle_epi32(lo, 0xAA)));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[3]), _mm256_shuffle_epi32(lo, 0xFF)));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[4]), _mm256_shuffle_epi32(hi, 0x00)));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[5]), _mm256_shuffle_epi32(hi, 0x55)));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[6]), _mm256_shuffle_epi32(hi, 0xAA)));
-  return _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[7]), _mm256_shuffle_epi32(hi, 0xFF)));
+  return _mm256_add_epi32(madd_pairs4(pairs, lo), madd_pairs4(pairs + 4, hi));
 }
 
 template <int NT>
