@@ -44,7 +44,7 @@ Engine::Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer, 
       options_(clamped(options, runner)),
       blocks_(cache.n_blocks(), options_.prefix_caching),
       scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}),
-      prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, kKvBlockSize) {
+      prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, 1, options_.max_num_seqs) {
   const auto vocab = static_cast<size_t>(runner.config().vocab_size);
   logits_.resize(static_cast<size_t>(options_.max_num_seqs) * vocab);
   logprobs_.resize(vocab);

@@ -80,7 +80,9 @@ void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
 }
 
 bool Engine::step() {
-  scheduler_.set_prefill_limit_with_decode(prefill_budget_.tokens_with_decode());
+  const auto& running = scheduler_.running();
+  const auto n_decoding = std::count_if(running.begin(), running.end(), [](const SchedSequence* s) { return s->n_remaining() == 1; });
+  scheduler_.set_prefill_limit_with_decode(prefill_budget_.tokens_with_decode(std::max<int64_t>(1, n_decoding)));
   const SchedulerStep plan = scheduler_.schedule();
   preemptions_ += static_cast<int64_t>(plan.preempted.size());
   // Publish running before waiting shrinks and before any event: a reader (e.g. the SIGTERM drain)

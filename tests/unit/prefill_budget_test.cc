@@ -13,46 +13,80 @@ namespace qs {
 namespace {
 
 TEST(PrefillBudget, UncappedUntilBothCostsAreKnown) {
-  PrefillBudget budget(1.0, 512, 16);
-  EXPECT_EQ(budget.tokens_with_decode(), 512);
+  PrefillBudget budget(1.0, 512, 16, 8);
+  EXPECT_EQ(budget.tokens_with_decode(4), 512);
   budget.record(4, 0, 0.050);  // decode-only: 50 ms
-  EXPECT_EQ(budget.tokens_with_decode(), 512);
+  EXPECT_EQ(budget.tokens_with_decode(4), 512);
 }
 
 TEST(PrefillBudget, CapEqualsSlackTimesDecodeStepOverTokenCost) {
-  PrefillBudget budget(1.0, 512, 16);
+  PrefillBudget budget(1.0, 512, 16, 8);
   budget.record(0, 100, 0.200);  // prefill-only: 2 ms per token
   budget.record(3, 0, 0.050);    // decode-only: 50 ms
   // The step may add 1.0 * 50 ms of prefill at 2 ms per token: 25 tokens.
-  EXPECT_EQ(budget.tokens_with_decode(), 25);
-  PrefillBudget half(0.5, 512, 16);
+  EXPECT_EQ(budget.tokens_with_decode(3), 25);
+  PrefillBudget half(0.5, 512, 16, 8);
   half.record(0, 100, 0.200);
   half.record(3, 0, 0.050);
-  EXPECT_EQ(half.tokens_with_decode(), 16);  // floor(12.5) raised to the one-block minimum
+  EXPECT_EQ(half.tokens_with_decode(3), 16);  // floor(12.5) raised to the minimum
+  PrefillBudget one(0.5, 512, 1, 8);
+  one.record(0, 100, 0.200);
+  one.record(3, 0, 0.050);
+  EXPECT_EQ(one.tokens_with_decode(3), 12);  // floor(12.5)
 }
 
 TEST(PrefillBudget, MixedStepsMeasureTheExcessOverADecodeStep) {
-  PrefillBudget budget(2.0, 512, 1);
+  PrefillBudget budget(2.0, 512, 1, 8);
   budget.record(2, 0, 0.040);   // decode step 40 ms
   budget.record(2, 20, 0.140);  // 100 ms more for 20 prefill tokens: 5 ms per token
   EXPECT_DOUBLE_EQ(budget.prefill_token_s(), 0.005);
-  EXPECT_EQ(budget.tokens_with_decode(), 16);  // 2.0 * 40 / 5
+  EXPECT_EQ(budget.tokens_with_decode(2), 16);  // 2.0 * 40 / 5
   // Moving averages: a second decode sample of 80 ms gives 0.75 * 40 + 0.25 * 80 = 50 ms.
   budget.record(2, 0, 0.080);
-  EXPECT_NEAR(budget.decode_step_s(), 0.050, 1e-12);
-  EXPECT_EQ(budget.tokens_with_decode(), 20);
+  EXPECT_NEAR(budget.decode_step_s(2), 0.050, 1e-12);
+  EXPECT_EQ(budget.tokens_with_decode(2), 20);
+}
+
+TEST(PrefillBudget, MixedStepCostReplacesThePrefillOnlyBootstrap) {
+  PrefillBudget budget(1.0, 512, 1, 8);
+  budget.record(0, 512, 0.512);  // 1 ms per token in a large prefill-only chunk
+  budget.record(1, 0, 0.100);
+  EXPECT_EQ(budget.tokens_with_decode(1), 100);
+  budget.record(1, 10, 0.150);  // next to a decode: 50 ms for 10 tokens, 5 ms per token
+  EXPECT_DOUBLE_EQ(budget.prefill_token_s(), 0.005);
+  EXPECT_EQ(budget.tokens_with_decode(1), 20);
+  budget.record(0, 512, 0.256);  // later prefill-only steps no longer move the cap
+  EXPECT_EQ(budget.tokens_with_decode(1), 20);
+}
+
+TEST(PrefillBudget, DecodeStepCostIsKeptPerDecodeCount) {
+  PrefillBudget budget(1.0, 512, 1, 8);
+  budget.record(1, 0, 0.100);
+  budget.record(8, 0, 0.300);
+  budget.record(1, 10, 0.150);  // 5 ms per prefill token
+  EXPECT_EQ(budget.tokens_with_decode(1), 20);  // 100 ms / 5 ms
+  EXPECT_EQ(budget.tokens_with_decode(8), 60);  // 300 ms / 5 ms
+  // Unmeasured counts: the nearest measured count below (4 -> the 1-decode step).
+  EXPECT_DOUBLE_EQ(budget.decode_step_s(4), 0.100);
+  // Counts beyond max_decode use the last slot.
+  EXPECT_DOUBLE_EQ(budget.decode_step_s(50), 0.300);
+  PrefillBudget above(1.0, 512, 1, 8);
+  above.record(4, 0, 0.200);
+  // Nothing measured below 2: the 4-decode step scaled by 2 / 4.
+  EXPECT_DOUBLE_EQ(above.decode_step_s(2), 0.100);
 }
 
 TEST(PrefillBudget, NeverAboveMaxBatchedTokensAndZeroSlackDisables) {
-  PrefillBudget budget(1.0, 64, 16);
+  PrefillBudget budget(1.0, 64, 16, 8);
   budget.record(0, 100, 0.001);
   budget.record(1, 0, 1.0);
-  EXPECT_EQ(budget.tokens_with_decode(), 64);
-  PrefillBudget off(0.0, 512, 16);
+  EXPECT_EQ(budget.tokens_with_decode(1), 64);
+  PrefillBudget off(0.0, 512, 16, 8);
   off.record(0, 100, 0.200);
   off.record(1, 0, 0.050);
-  EXPECT_EQ(off.tokens_with_decode(), 512);
-  EXPECT_THROW(PrefillBudget(-1.0, 512, 16), std::exception);
+  EXPECT_EQ(off.tokens_with_decode(1), 512);
+  EXPECT_THROW(PrefillBudget(-1.0, 512, 16, 8), std::exception);
+  EXPECT_THROW(PrefillBudget(1.0, 512, 16, 0), std::exception);
 }
 
 SchedSequence make_seq(int64_t n_prompt, int32_t first_token) {
