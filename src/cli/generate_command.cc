@@ -141,7 +141,7 @@ Command register_generate(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--repetition-penalty", opt->repetition_penalty, "CTRL repetition penalty")
       ->check(kPositive)->capture_default_str();
-  app.add_option("--seed", opt->seed, "RNG seed (same seed, same tokens)");
+  app.add_option("--seed", opt->seed, "RNG seed (same seed, same tokens)")->check(kSeed);
   app.add_flag("--json", opt->json, "Print one JSON object instead of streaming text");
   return [opt] { return run_generate(*opt); };
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/number_validators.h"
 #include "core/error.h"
 #include "loadtest/report.h"
 #include "loadtest/runner.h"
@@ -245,7 +246,7 @@ Command register_loadtest(CLI::App& app) {
   app.add_option("--warmup", opt->warmup,
                  "Requests sent one at a time before the first level and not measured")
       ->capture_default_str();
-  app.add_option("--seed", opt->seed, "Seed of prompts, lengths and arrivals")->capture_default_str();
+  app.add_option("--seed", opt->seed, "Seed of prompts, lengths and arrivals")->check(kSeed)->capture_default_str();
   app.add_option("--timeout", opt->timeout_s, "Read timeout per request (s)")->capture_default_str();
   app.add_flag("--json", opt->json, "Print one JSON object per level instead of a table");
   app.add_option("--dump-requests", opt->dump_requests, "Write one JSON line per request (raw measurements)");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -29,5 +30,19 @@ inline const CLI::Validator kPositive(
 inline const CLI::Validator kNonNegative(
     [](std::string& text) { return detail::check_number(text, [](double v) { return v >= 0; }, ">= 0"); }, ">= 0",
     "NONNEGATIVE");
+
+/// Accepts a decimal integer 0..2^64-1 (an RNG seed); CLI11 would wrap -1 and clamp larger
+/// values silently.
+inline const CLI::Validator kSeed(
+    [](std::string& text) -> std::string {
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+        return "must be an integer from 0 to 18446744073709551615 (got " + text + ")";
+      }
+      errno = 0;
+      std::strtoull(text.c_str(), nullptr, 10);
+      if (errno == ERANGE) return "must be at most 18446744073709551615 (got " + text + ")";
+      return "";
+    },
+    "0..2^64-1", "SEED");
 
 }  // namespace qs::cli

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "cli/number_validators.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -30,6 +32,11 @@ int run_quantize(const QuantizeCommandOptions& opt) {
   if (fs::exists(opt.out_path, ec) && fs::equivalent(opt.in_path, opt.out_path, ec)) {
     throw Error(opt.out_path + ": output would overwrite the input");
   }
+  // Checked before minutes of quantization, not when the writer opens the file.
+  if (fs::is_directory(opt.out_path, ec)) throw Error(opt.out_path + ": output is a directory; name a .gguf file");
+  const fs::path parent = fs::path(opt.out_path).has_parent_path() ? fs::path(opt.out_path).parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) throw Error(opt.out_path + ": directory '" + parent.string() + "' does not exist");
+  if (::access(parent.c_str(), W_OK) != 0) throw Error(opt.out_path + ": directory '" + parent.string() + "' is not writable");
   ThreadPool pool(opt.threads > 0 ? opt.threads : default_thread_count());
   QuantizeFileOptions options;
   options.mix = *mix;

@@ -803,6 +803,24 @@ def clean_cases():
                             ["tokenize", "-m", CLEAN_GGUF, "--decode", "--text", f"[{huge}]"])
     c["tokenize-decode-id-out-of-range"] = decode_bad_id
 
+    # quantize checks its output path before the (long) quantization, not when it opens the file.
+    c["quantize-output-is-a-directory"] = lambda: expect_error(
+        "quantize", CASES_DIR, [CASES_DIR], ["is a directory"], ["quantize", CLEAN_GGUF, CASES_DIR, "--type", "q8_0"])
+    missing_dir = os.path.join(CASES_DIR, "no-such-dir", "out.gguf")
+    c["quantize-output-directory-missing"] = lambda: expect_error(
+        "quantize", missing_dir, [missing_dir], ["does not exist"], ["quantize", CLEAN_GGUF, missing_dir, "--type", "q8_0"])
+
+    def seed_out_of_range():
+        # --seed is a uint64 (0..2^64-1): -1 and 2^64 are usage errors, not wrapped or clamped.
+        problems = []
+        for seed in ("-1", str(1 << 64)):
+            rc, _, err, _ = run_cli(["generate", "-m", CLEAN_GGUF, "-p", PROMPT, "--max-tokens", "1", "--seed", seed])
+            text = err.decode("utf-8", "replace")
+            if rc in (0, None) or rc < 0 or "--seed" not in text or "18446744073709551615" not in text:
+                problems.append(f"--seed {seed}: exit code {rc}, stderr={show(err)}")
+        return problems
+    c["generate-seed-out-of-range"] = seed_out_of_range
+
     c["clean-gguf-tokenize-round-trip"] = lambda: round_trip(CLEAN_GGUF)
     c["clean-hf-tokenize-round-trip"] = lambda: round_trip(CLEAN_HF)
     return c
