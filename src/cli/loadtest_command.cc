@@ -1,6 +1,7 @@
 // `qwenserve loadtest`: benchmark client for any OpenAI-compatible server (in the manner of vLLM's
 // benchmarks/benchmark_serving.py). Metric definitions: src/loadtest/report.h; percentiles:
 // src/loadtest/statistics.h; request timing: src/loadtest/sse_client.h.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -116,6 +117,15 @@ std::vector<loadtest::Conversation> make_workload(const LoadtestOptions& opt,
                                                    : "fitted with --tokenizer";
     std::cerr << "loadtest: " << workload.size() << " conversations, " << num_requests
               << " requests per level; prompt lengths " << how << "\n";
+  }
+  if (!opt.dataset.empty() && !opt.quiet && seed == opt.seed && opt.multi_turn > 1) {
+    size_t most_turns = 0;
+    for (const auto& c : workload) most_turns = std::max(most_turns, c.turns.size());
+    if (most_turns < static_cast<size_t>(opt.multi_turn)) {
+      std::cerr << "loadtest: warning: --multi-turn " << opt.multi_turn << " but " << opt.dataset
+                << "'s conversations have at most " << most_turns << " user turns; each user sends "
+                << most_turns << "\n";
+    }
   }
   return workload;
 }
