@@ -34,14 +34,14 @@ TEST_F(EngineFixture, PreemptionKeepsGreedyOutputsIdentical) {
   for (int i = 0; i < 8; ++i) requests.push_back(greedy_request(random_prompt(rng, 10 + 5 * i), 40));
   std::vector<Collected> reference;
   {
-    Engine engine(runner, cache, tokenizer, EngineOptions{8, 32});  // 128 blocks: no preemption
+    Engine engine(runner, cache, tokenizer, engine_options(8, 32));  // 128 blocks: no preemption
     reference = run_all(engine, requests);
     EXPECT_EQ(settled_stats(engine).preemptions_total, 0);
   }
   for (bool prefix_caching : {true, false}) {
     KvCache small{model.config, KvDType::kF16, 12};  // 192 tokens; the 8 sequences need ~50 blocks
     ModelRunner small_runner{model.config, model.weights, small, pool, 32, 256};
-    EngineOptions options{8, 32};
+    EngineOptions options = engine_options(8, 32);
     options.prefix_caching = prefix_caching;
     Engine engine(small_runner, small, tokenizer, options);
     const std::vector<Collected> constrained = run_all(engine, requests);
@@ -64,7 +64,7 @@ TEST_F(EngineFixture, PreemptionKeepsGreedyOutputsIdentical) {
 TEST_F(EngineFixture, PrefixCacheSecondTurnComputesOnlyNewTokens) {
   std::mt19937 rng(5);
   const std::vector<int32_t> turn1 = random_prompt(rng, 45);
-  Engine engine(runner, cache, tokenizer, EngineOptions{4, 32});
+  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
   const Collected first = collect(*engine.submit(greedy_request(turn1, 10)));
   ASSERT_EQ(first.tokens.size(), 10u);
   EXPECT_EQ(first.cached_tokens, 0);
@@ -86,7 +86,7 @@ TEST_F(EngineFixture, PrefixCacheSecondTurnComputesOnlyNewTokens) {
 
   KvCache fresh_cache{model.config, KvDType::kF16, 128};
   ModelRunner fresh_runner{model.config, model.weights, fresh_cache, pool, 32, 256};
-  EngineOptions no_cache{4, 32};
+  EngineOptions no_cache = engine_options(4, 32);
   no_cache.prefix_caching = false;
   Engine reference(fresh_runner, fresh_cache, tokenizer, no_cache);
   const Collected ref = collect(*reference.submit(greedy_request(turn2, 10)));
@@ -106,7 +106,7 @@ TEST_F(EngineFixture, PrefixCacheSecondTurnComputesOnlyNewTokens) {
 TEST_F(EngineFixture, NoLeakAfter500MixedRequests) {
   KvCache small{model.config, KvDType::kF16, 24};
   ModelRunner small_runner{model.config, model.weights, small, pool, 32, 256};
-  EngineOptions options{8, 32};
+  EngineOptions options = engine_options(8, 32);
   options.guard.enabled = false;  // the final request must run to max_tokens
   Engine engine(small_runner, small, tokenizer, options);
   std::mt19937 rng(3);
@@ -164,7 +164,7 @@ TEST_F(EngineFixture, NoLeakAfter500MixedRequests) {
 }
 
 TEST_F(EngineFixture, QueueLimitRejectsImmediatelyWithoutDisturbingAdmitted) {
-  EngineOptions options{1, 32};
+  EngineOptions options = engine_options(1, 32);
   options.max_queue = 2;
   options.guard.enabled = false;
   Engine engine(runner, cache, tokenizer, options);
@@ -192,7 +192,7 @@ TEST_F(EngineFixture, QueueLimitRejectsImmediatelyWithoutDisturbingAdmitted) {
 }
 
 TEST_F(EngineFixture, QueueSlotsAreReservedBeforeSubmissionAndReleasedWhenUnused) {
-  EngineOptions options{1, 32};
+  EngineOptions options = engine_options(1, 32);
   options.max_queue = 2;
   Engine engine(runner, cache, tokenizer, options);
   {
@@ -214,7 +214,7 @@ TEST_F(EngineFixture, QueueSlotsAreReservedBeforeSubmissionAndReleasedWhenUnused
 }
 
 TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
-  EngineOptions options{1, 32};
+  EngineOptions options = engine_options(1, 32);
   // 1 ms: far shorter than the 240 decode steps of `running` (each a full forward pass).
   options.max_queue_wait_s = 0.001;
   options.guard.enabled = false;
@@ -230,7 +230,7 @@ TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
 }
 
 TEST_F(EngineFixture, TimeoutEndsAGenerationWithAnError) {
-  Engine engine(runner, cache, tokenizer, EngineOptions{4, 32});
+  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
   EngineRequest r = greedy_request({7, 8, 9}, 200);
   r.timeout_s = 1e-6;
   const Collected c = collect(*engine.submit(r));
@@ -243,14 +243,14 @@ TEST_F(EngineFixture, DegenerateGuardStopsAForcedRepetitionWithLength) {
   EngineRequest r = greedy_request({7, 8, 9}, 200);
   r.sampling.logit_bias = {{'x', 100.0f}};  // the same token every step
   {
-    Engine engine(runner, cache, tokenizer, EngineOptions{4, 32});
+    Engine engine(runner, cache, tokenizer, engine_options(4, 32));
     const Collected c = collect(*engine.submit(r));
     EXPECT_EQ(c.finish_reason, "length");
     EXPECT_EQ(c.stop_cause, "degenerate_repetition");
     EXPECT_EQ(c.tokens.size(), static_cast<size_t>(OutputGuardOptions{}.ngram_repeats));
   }
 
-  EngineOptions blank_only{4, 32};
+  EngineOptions blank_only = engine_options(4, 32);
   blank_only.guard.ngram_repeats = 0;
   Engine engine2(runner, cache, tokenizer, blank_only);
   r.sampling.logit_bias = {{'\n', 100.0f}};

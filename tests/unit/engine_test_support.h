@@ -67,6 +67,14 @@ inline Collected collect(RequestStream& stream) {
   return c;
 }
 
+/// EngineOptions with the given sequence and per-step token limits, the rest at their defaults.
+inline EngineOptions engine_options(int32_t max_num_seqs, int64_t max_batched_tokens) {
+  EngineOptions options;
+  options.max_num_seqs = max_num_seqs;
+  options.max_batched_tokens = max_batched_tokens;
+  return options;
+}
+
 inline EngineRequest greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
   EngineRequest r;
   r.prompt_ids = std::move(prompt);
