@@ -249,6 +249,63 @@ TEST(KernelRowDot, ExtremeQuantsDoNotSaturate) {
   }
 }
 
+TEST(KernelMatmulQ8_0, ExtremeQuantsThroughTheBatchPathMatchSingleTokens) {
+  // The batch GEMM applies the weight sign to the activations by XOR and adds the |w| of the
+  // negative weights back; weights of -128 / -127 / 127 / 0 against activations of +-127 are the
+  // extreme maddubs pair sums there (-32768 .. 32512). 17 tokens: the batch path, incl. a tail.
+  const int64_t in = 96, out = 11, tokens = 17;
+  std::mt19937 rng(306);
+  std::vector<uint8_t> w(row_bytes(DType::Q8_0, in) * out);
+  const int8_t levels[] = {-128, -127, 127, 0, -1, 1};
+  for (int64_t r = 0; r < out; ++r) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      BlockQ8_0 block;
+      block.d = fp32_to_fp16(r % 3 == 0 ? 1.0f : 0.5f);
+      for (int i = 0; i < 32; ++i) {
+        // Row 0: all -128; row 1: all 127; others: runs of one level and random mixes.
+        block.qs[i] = r == 0 ? -128 : r == 1 ? 127 : r < 5 ? levels[(i / 8 + r + b) % 6] : levels[rng() % 6];
+      }
+      std::memcpy(w.data() + (r * (in / 32) + b) * sizeof block, &block, sizeof block);
+    }
+  }
+  std::vector<float> x(tokens * in);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < in; ++i) {
+      // +-1 everywhere (quantized to +-127), with sign patterns that align with the weight signs
+      // (t = 0: all +, t = 1: all -) or not.
+      const bool neg = t == 0 ? false : t == 1 ? true : (rng() % 2 == 0);
+      x[t * in + i] = neg ? -1.0f : 1.0f;
+    }
+  }
+  TensorView view;
+  view.name = "extreme.weight";
+  view.dtype = DType::Q8_0;
+  view.shape = {out, in};
+  view.data = w.data();
+  view.size_bytes = w.size();
+  ThreadPool pool(2);
+  kernels::MatmulScratch scratch(2, in, 64);
+  for (const DotKernels* k : available_kernels()) {
+    std::vector<float> batch(tokens * out), single(tokens * out);
+    kernels::matmul_with(*k, view, x.data(), tokens, batch.data(), pool, scratch);
+    for (int64_t t = 0; t < tokens; ++t) {
+      kernels::matmul_with(*k, view, x.data() + t * in, 1, single.data() + t * out, pool, scratch);
+    }
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < out; ++r) {
+        double ref = 0;  // activations are exactly +-127 * (1/127)
+        for (int64_t i = 0; i < in; ++i) {
+          const auto& block = reinterpret_cast<const BlockQ8_0*>(w.data())[r * (in / 32) + i / 32];
+          ref += static_cast<double>(fp16_to_fp32(block.d)) * block.qs[i % 32] * (x[t * in + i] > 0 ? 1 : -1);
+        }
+        ASSERT_EQ(bits_of(batch[t * out + r]), bits_of(single[t * out + r]))
+            << kernels::cpu_isa_name(k->isa) << " token " << t << " row " << r;
+        ASSERT_NEAR(single[t * out + r], ref, 1e-5 * (std::fabs(ref) + 128)) << kernels::cpu_isa_name(k->isa);
+      }
+    }
+  }
+}
+
 TEST(KernelQuantizeActivations, EveryIsaBitIdenticalToReference) {
   std::mt19937 rng(303);
   const int64_t n = 1024;

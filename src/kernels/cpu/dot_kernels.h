@@ -45,7 +45,7 @@ using TileDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows
 using GroupGemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act,
                              size_t act_stride, int n_act, float* y, size_t y_stride, uint8_t* scratch);
 inline constexpr int kGroupRows = 8;
-inline constexpr size_t kMaxGroupGemmBytesPerBlock = 2848;  // the largest bytes_per_block (Q6_K)
+inline constexpr size_t kMaxGroupGemmBytesPerBlock = 4864;  // the largest bytes_per_block (Q8_0: 8 x 608)
 struct GroupGemm {
   GroupGemmFn fn = nullptr;
   size_t bytes_per_block = 0;  // scratch bytes per 256 input features

@@ -12,6 +12,13 @@
 // "_R8" types; this is our own code, repacking on the fly into per-thread scratch so the model file
 // stays mmapped in its standard layout (decode keeps the row-major GEMV, which is bandwidth-bound).
 //
+// Cost model (measured with synthetic loops on the AMD EPYC dev machine, Zen 4 with AVX2 only):
+// about 4 vector uops retire per cycle in total, and at most ~2 of them on the two pipes that run
+// maddubs, madd, sign and FMA; 32-bit broadcasts from memory use the load ports only. So the
+// kernels minimise the vector uops per product first (Q4_K: broadcast, maddubs, add per 32;
+// Q8_0: broadcast, xor, maddubs, madd, add per 32) and keep the inner steps unrolled without
+// scalar index arithmetic or register copies.
+//
 // Bit-identity: per (row, token, super-block) the kernels form the same exact int32 totals as the
 // row-major kernels of dot_avx2.cc and then the same float sequence (acc = fma(d_w * d_a,
 // float(total), acc) over super-blocks in order, y = acc - macc for Q4_K), so matmul may use either
@@ -35,6 +42,10 @@ inline __m256i bcast32(const int8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
+
+// Keeps v in a register as computed: stops GCC from re-associating accumulator chains into trees
+// through the stack and from re-loading a reused weight vector at every use.
+inline void pin(__m256i& v) { asm("" : "+x"(v)); }
 
 // out[v] lane r = in[r] lane v (8 x 8 transpose of 32-bit words).
 inline void transpose8x8_epi32(__m256i m[8]) {
@@ -143,7 +154,13 @@ inline __m256i min_products(const int16_t mins[4][16], const BlockQ8_K& a) {
   return madd_pairs4(mins, _mm256_broadcastsi128_si256(_mm_hadd_epi16(lo, hi)));  // 32-element sums
 }
 
-// NT tokens (1..4) against one repacked 8-row group.
+// NT tokens (1..5) against one repacked 8-row group: per 64 products of a token a broadcast pair,
+// two maddubs and two int16 adds; the nibble split of a weight vector (load, and, shift, and) is
+// shared by the NT tokens. NT = 5 keeps the 2 NT int accumulators, both nibble vectors and the
+// mask within the 16 ymm registers (the float accumulators live on the stack between blocks).
+// The 4 vector steps of a sub-block are unrolled with pin() on the sums: left to itself GCC either
+// keeps a loop (scalar index arithmetic and register copies per step) or, unrolled, re-associates
+// the int16 sums into a tree through the stack.
 template <int NT>
 void q4_k_r8_tokens(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride,
                     int n_rows) {
@@ -157,15 +174,19 @@ void q4_k_r8_tokens(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float
     for (int j = 0; j < 8; ++j) {
       __m256i s16[NT];
       for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
-#pragma GCC unroll 1  // unrolled, GCC re-associates the int16 sums into a tree through the stack
+#pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
-        const __m256i p = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[j][v]));
-        const __m256i lo = _mm256_and_si256(p, low_mask);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low_mask);
+        __m256i p = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[j][v]));
+        pin(p);
+        __m256i lo = _mm256_and_si256(p, low_mask);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low_mask);
+        pin(lo);
+        pin(hi);
         for (int t = 0; t < NT; ++t) {
           const int8_t* q = a[t][b].qs + 32 * j + 4 * v;
           s16[t] = _mm256_add_epi16(s16[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(q)),
                                                              _mm256_maddubs_epi16(hi, bcast32(q + 16))));
+          pin(s16[t]);
         }
       }
       const __m256i sc = load256(x.scales[j]);
@@ -286,97 +307,162 @@ void q6_k_r8_tokens(int64_t nb, const Q6KR8* w, const BlockQ8_K* const* a, float
 }
 
 // --- Q8_0 -------------------------------------------------------------------------------------
+//
+// Signed int8 x signed int8 without vpsignb. maddubs needs one unsigned operand; the row-major
+// kernels use w * a = |w| * sign(a, w), which costs a multiply-pipe uop per 32 products on top of
+// maddubs and madd (on AMD Zen 4 sign, maddubs, madd and FMA share two pipes, and the old kernel
+// of this file was bound by them: ~27 of those uops per 256 products). Here the sign is applied
+// with a XOR against the weight's sign mask m (0 or -1; one uop on any of the four vector ALUs):
+// for w < 0, a ^ m = ~a = -a - 1, so |w| * (a ^ m) = w * a - |w|, and
+//   sum_i w_i * a_i = sum_i |w_i| * (a_i ^ m_i) + C,   C = sum of |w_i| over the w_i < 0,
+// where C depends on the weights only: the repack computes it per (row, half block) and the
+// kernel starts the half's int32 sum from it. Exact: for w >= 0, |w| <= 127 and a ^ m = a; for
+// w < 0, |w| <= 128 and a ^ m = ~a; with a in -128..127 either way every product lies in
+// [-16384, 16256], so a maddubs pair sum lies in [-32768, 32512] and never saturates. Two pair
+// sums can exceed int16, so each maddubs result is widened at once (madd with ones). Per 32
+// products: broadcast, xor, maddubs, madd, add.
+//
+// The int32 sums are the exact sums of the block's low (elements 0..15) and high halves, as in
+// the row-major Q8_0 tiles of dot_avx2.cc, and the float sequence is theirs (acc_half =
+// fma(d_w * d_a, float(sum_half), acc_half) over blocks in order, y = acc_lo + acc_hi), so both
+// paths give bit-identical results.
 
-// One 32-element block of 8 rows: qs[v] lane r holds elements 4v .. 4v + 3 of row r.
+// One 32-element block of 8 rows: absq[v] / mask[v] lane r hold |w| / the sign masks of elements
+// 4v .. 4v + 3 of row r (v < 4: the low half); corr[h][r] is C of half h of row r.
 struct alignas(32) Q80R8 {
-  int8_t qs[8][32];
+  uint8_t absq[8][32];
+  int8_t mask[8][32];
+  int32_t corr[2][8];
   float d[8];
 };
-static_assert(sizeof(Q80R8) == 288);
+static_assert(sizeof(Q80R8) == 608);
 
 void repack_q8_0_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q80R8* out) {
+  const __m256i zero = _mm256_setzero_si256(), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
     Q80R8& o = out[b];
-    __m256i m[8];
+    __m256i q[8];
     for (int r = 0; r < 8; ++r) {
       const auto& x = reinterpret_cast<const BlockQ8_0*>(group_row(w, w_stride, n_rows, r))[b];
-      m[r] = load256(x.qs);
+      q[r] = load256(x.qs);
       o.d[r] = _cvtsh_ss(x.d);
     }
-    transpose8x8_epi32(m);
-    for (int v = 0; v < 8; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs[v]), m[v]);
+    transpose8x8_epi32(q);  // q[v] lane r: elements 4v .. 4v + 3 of row r
+    for (int h = 0; h < 2; ++h) {
+      // Lane r: |w| of row r's negative weights, summed per byte pair (maddubs with ones, <= 256)
+      // and over the half's 4 vectors in int16 (<= 1024), then both int16 halves (<= 2048).
+      __m256i neg16 = zero;
+      for (int v = 4 * h; v < 4 * h + 4; ++v) {
+        const __m256i ab = _mm256_abs_epi8(q[v]);  // -128 -> 0x80 = 128 as unsigned
+        const __m256i mk = _mm256_cmpgt_epi8(zero, q[v]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.absq[v]), ab);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.mask[v]), mk);
+        neg16 = _mm256_add_epi16(neg16, _mm256_maddubs_epi16(_mm256_and_si256(ab, mk), ones8));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.corr[h]), _mm256_madd_epi16(neg16, ones16));
+    }
   }
 }
 
-// NT tokens against one repacked group. Signed x signed through |w| * (a * sign(w)) (see
-// dot_avx2.cc); int16 pair sums can reach 2 * 127 * 127, so each is widened at once. The low
-// (elements 0..15, v < 4) and high halves of a block are scaled and accumulated separately and
-// added at the end: the float sequence of the row-major Q8_0 tiles (bit-identical results).
+// NT tokens (1..8) against one repacked group. The two halves of a block run one after the other,
+// so only NT int32 accumulators are live (NT = 8: 8 + |w| + mask + ones + temporaries <= 16 ymm).
 template <int NT>
 void q8_0_r8_tokens(int64_t nb, const Q80R8* w, const BlockQ8_0A* const* a, float* y, size_t y_stride, int n_rows) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc_lo[NT], acc_hi[NT];
-  for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = _mm256_setzero_ps();
+  __m256 acc[2][NT];
+  for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q80R8& x = w[b];
-    __m256i lo[NT], hi[NT];
-    for (int t = 0; t < NT; ++t) lo[t] = hi[t] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-    for (int v = 0; v < 4; ++v) {
-      const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[v]));
-      const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[v + 4]));
-      const __m256i abs0 = _mm256_sign_epi8(q0, q0), abs1 = _mm256_sign_epi8(q1, q1);
+    const __m256 d = _mm256_load_ps(x.d);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.corr[h]));
+      __m256i s[NT];
+      for (int t = 0; t < NT; ++t) s[t] = c;
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const int v = 4 * h + i;
+        __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.absq[v]));
+        __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.mask[v]));
+        pin(q);
+        pin(m);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(q, _mm256_xor_si256(bcast32(a[t][b].qs + 4 * v), m));
+          s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones));
+          pin(s[t]);
+        }
+      }
       for (int t = 0; t < NT; ++t) {
-        const __m256i s0 = _mm256_sign_epi8(bcast32(a[t][b].qs + 4 * v), q0);
-        const __m256i s1 = _mm256_sign_epi8(bcast32(a[t][b].qs + 16 + 4 * v), q1);
-        lo[t] = _mm256_add_epi32(lo[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs0, s0), ones));
-        hi[t] = _mm256_add_epi32(hi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs1, s1), ones));
+        const __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(a[t][b].d));
+        acc[h][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(s[t]), acc[h][t]);
       }
     }
-    const __m256 d = _mm256_load_ps(x.d);
-    for (int t = 0; t < NT; ++t) {
-      const __m256 scale = _mm256_mul_ps(d, _mm256_set1_ps(a[t][b].d));
-      acc_lo[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(lo[t]), acc_lo[t]);
-      acc_hi[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(hi[t]), acc_hi[t]);
-    }
   }
-  for (int t = 0; t < NT; ++t) store_rows(_mm256_add_ps(acc_lo[t], acc_hi[t]), n_rows, y + t * y_stride);
+  for (int t = 0; t < NT; ++t) store_rows(_mm256_add_ps(acc[0][t], acc[1][t]), n_rows, y + t * y_stride);
 }
 
 // --- GroupGemmFn entry points -----------------------------------------------------------------
 
-template <typename Packed, typename Act, int kElements,
-          void (*kRepack)(int64_t, const uint8_t*, size_t, int, Packed*),
-          void (*k1)(int64_t, const Packed*, const Act* const*, float*, size_t, int),
-          void (*k2)(int64_t, const Packed*, const Act* const*, float*, size_t, int),
-          void (*k3)(int64_t, const Packed*, const Act* const*, float*, size_t, int),
-          void (*k4)(int64_t, const Packed*, const Act* const*, float*, size_t, int)>
+// Token kernels of one type: K::run<NT>(nb, packed, a, y, y_stride, n_rows) for NT = 1 .. kTile.
+template <typename K, int NT, typename Packed, typename Act>
+void run_tail(int n, int64_t nb, const Packed* packed, const Act* const* a, float* y, size_t y_stride, int n_rows) {
+  if constexpr (NT > 0) {
+    if (n == NT) {
+      K::template run<NT>(nb, packed, a, y, y_stride, n_rows);
+    } else {
+      run_tail<K, NT - 1>(n, nb, packed, a, y, y_stride, n_rows);
+    }
+  }
+}
+
+template <typename Packed, typename Act, int kElements, int kTile,
+          void (*kRepack)(int64_t, const uint8_t*, size_t, int, Packed*), typename K>
 void group_gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                 int n_act, float* y, size_t y_stride, uint8_t* scratch) {
   const int64_t nb = n / kElements;
   auto* packed = reinterpret_cast<Packed*>(scratch);
   kRepack(nb, static_cast<const uint8_t*>(w), w_stride, n_rows, packed);
   const auto* ab = static_cast<const uint8_t*>(act);
-  const Act* a[4];
-  int t = 0;
-  for (; t + 4 <= n_act; t += 4) {
-    for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const Act*>(ab + (t + i) * act_stride);
-    k4(nb, packed, a, y + t * y_stride, y_stride, n_rows);
-  }
-  for (int i = 0; i < n_act - t; ++i) a[i] = reinterpret_cast<const Act*>(ab + (t + i) * act_stride);
-  switch (n_act - t) {
-    case 3: k3(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
-    case 2: k2(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
-    case 1: k1(nb, packed, a, y + t * y_stride, y_stride, n_rows); break;
-    default: break;
+  const Act* a[kTile];
+  for (int t = 0; t < n_act; t += kTile) {
+    const int nt = n_act - t < kTile ? n_act - t : kTile;
+    for (int i = 0; i < nt; ++i) a[i] = reinterpret_cast<const Act*>(ab + (t + i) * act_stride);
+    if (nt == kTile) {
+      K::template run<kTile>(nb, packed, a, y + t * y_stride, y_stride, n_rows);
+    } else {
+      run_tail<K, kTile - 1>(nt, nb, packed, a, y + t * y_stride, y_stride, n_rows);
+    }
   }
 }
+
+struct Q4KKernels {
+  template <int NT>
+  static void run(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride, int n_rows) {
+    q4_k_r8_tokens<NT>(nb, w, a, y, y_stride, n_rows);
+  }
+};
+struct Q6KKernels {
+  template <int NT>
+  static void run(int64_t nb, const Q6KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride, int n_rows) {
+    q6_k_r8_tokens<NT>(nb, w, a, y, y_stride, n_rows);
+  }
+};
+struct Q80Kernels {
+  template <int NT>
+  static void run(int64_t nb, const Q80R8* w, const BlockQ8_0A* const* a, float* y, size_t y_stride, int n_rows) {
+    q8_0_r8_tokens<NT>(nb, w, a, y, y_stride, n_rows);
+  }
+};
 
 // Crossovers against the row-major tiles (microbench Gemm/<type>/tokens:N/threads:2, 2560 x
 // 2560, interleaved runs of both builds): repacking an 8-row group costs about one token's
 // row-major dot for Q4_K and several for Q6_K (6-bit decode plus three transposes), so small
 // batches stay row-major. Q4_K: equal at 2-4 tokens, repacked 1.2-1.3x faster at 8; Q8_0: equal
-// at 4, faster from 8; Q6_K: slower up to 8, 1.15-1.2x faster at 16.
+// at 4, faster from 8; Q6_K: slower up to 8, 1.15-1.2x faster at 16. After the XOR-sign Q8_0
+// kernel and the unrolled Q4_K steps (threads:1): Q8_0 at 4 tokens is still 1.13x faster
+// row-major; Q4_K at 2 tokens is 1.1x faster repacked in this L3-resident benchmark, but batched
+// decode streams its weights from DRAM, where the row-major tiles' prefetch matters, so the
+// threshold stays at 4 until it is measured there.
 constexpr int kQ4KMinTokens = 4;
 constexpr int kQ80MinTokens = 8;
 constexpr int kQ6KMinTokens = 16;
@@ -384,20 +470,17 @@ constexpr int kQ6KMinTokens = 16;
 }  // namespace
 
 GroupGemm avx2_q4_k_group_gemm() {
-  return {group_gemm<Q4KR8, BlockQ8_K, kBlockK, repack_q4_k_r8, q4_k_r8_tokens<1>, q4_k_r8_tokens<2>, q4_k_r8_tokens<3>,
-                     q4_k_r8_tokens<4>>,
+  return {group_gemm<Q4KR8, BlockQ8_K, kBlockK, 5, repack_q4_k_r8, Q4KKernels>,
           sizeof(Q4KR8), kQ4KMinTokens};
 }
 
 GroupGemm avx2_q8_0_group_gemm() {
-  return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, repack_q8_0_r8, q8_0_r8_tokens<1>, q8_0_r8_tokens<2>,
-                     q8_0_r8_tokens<3>, q8_0_r8_tokens<4>>,
+  return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, 8, repack_q8_0_r8, Q80Kernels>,
           sizeof(Q80R8) * (kBlockK / kBlockQ8_0), kQ80MinTokens};
 }
 
 GroupGemm avx2_q6_k_group_gemm() {
-  return {group_gemm<Q6KR8, BlockQ8_K, kBlockK, repack_q6_k_r8, q6_k_r8_tokens<1>, q6_k_r8_tokens<2>, q6_k_r8_tokens<3>,
-                     q6_k_r8_tokens<4>>,
+  return {group_gemm<Q6KR8, BlockQ8_K, kBlockK, 4, repack_q6_k_r8, Q6KKernels>,
           sizeof(Q6KR8), kQ6KMinTokens};
 }
 
@@ -408,12 +491,6 @@ GroupGemm avx2_q6_k_group_gemm() {
 namespace qs::kernels {
 GroupGemm avx2_q4_k_group_gemm() { return {}; }
 GroupGemm avx2_q8_0_group_gemm() { return {}; }
-GroupGemm avx2_q8_0_group_gemm() {
-  return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, repack_q8_0_r8, q8_0_r8_tokens<1>, q8_0_r8_tokens<2>,
-                     q8_0_r8_tokens<3>, q8_0_r8_tokens<4>>,
-          sizeof(Q80R8) * (kBlockK / kBlockQ8_0), kQ80MinTokens};
-}
-
 GroupGemm avx2_q6_k_group_gemm() { return {}; }
 }  // namespace qs::kernels
 #endif

@@ -34,7 +34,7 @@ inline constexpr int64_t kDefaultScratchTokens = 64;
 
 /// Buffers sized once: the quantized activations of up to `max_tokens` rows of
 /// `max_in_features` (shared by all threads) and one repacked 8-row weight group per thread
-/// (kMaxGroupGemmBytesPerBlock bytes per 256 inputs, ~110 KB per thread at 9728 inputs).
+/// (kMaxGroupGemmBytesPerBlock bytes per 256 inputs, ~185 KB per thread at 9728 inputs).
 class MatmulScratch {
  public:
   MatmulScratch(int n_threads, int64_t max_in_features, int64_t max_tokens = kDefaultScratchTokens);
