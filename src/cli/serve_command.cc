@@ -1,13 +1,18 @@
 // `qwenserve serve`: load and warm up the model, then serve the OpenAI-compatible API and the
 // web UI until SIGINT/SIGTERM (stop accepting, let in-flight requests finish within the grace
-// period, cancel the rest, exit 0).
-#include <cerrno>
-#include <cstring>
+// period, cancel the rest, exit 0). A configuration that cannot work (bad --host, busy --port, KV
+// budget beyond physical memory, too many HTTP threads) or a failed allocation at startup prints
+// "error: ..." and exits 1 before serving anything.
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <memory>
+#include <functional>
+#include <new>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cli/number_validators.h"
 #include "chat/chat_template.h"
@@ -18,6 +23,8 @@
 #include "kv/kv_budget.h"
 #include "metrics/server_metrics.h"
 #include "server/http_server.h"
+#include "server/http_worker_pool.h"
+#include "server/listen_address.h"
 #include "server/web_assets.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,6 +41,7 @@ constexpr int kComputeNice = 5;  // nice value of the engine and matmul threads 
 struct ServeOptions {
   RuntimeOptions runtime;
   ServerOptions server;
+  std::vector<std::string> served_model_names{"qwenserve"};  // first: reported; others: aliases
   EngineOptions engine;            // max_num_seqs, max_batched_tokens, queue limits, guard
   std::string kv_cache_memory;     // empty: a quarter of available memory (see kv_budget.h)
   bool no_prefix_cache = false;
@@ -44,18 +52,6 @@ struct ServeOptions {
   CLI::Option* batch_size_option = nullptr;
 };
 
-// Available memory from /proc/meminfo (bytes), or 0 when unknown.
-size_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  size_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
 // KV blocks: --kv-cache-memory, else a quarter of available memory capped at max_num_seqs full
 // contexts (never less than one context).
 int32_t kv_blocks_for(const ModelConfig& config, const ServeOptions& opt, int64_t ctx, KvDType dtype) {
@@ -65,6 +61,7 @@ int32_t kv_blocks_for(const ModelConfig& config, const ServeOptions& opt, int64_
   in.max_num_seqs = opt.engine.max_num_seqs;
   if (!opt.kv_cache_memory.empty()) in.budget_bytes = parse_byte_size(opt.kv_cache_memory);
   in.available_bytes = available_memory_bytes();
+  in.physical_bytes = physical_memory_bytes();
   return kv_blocks_for_budget(in);
 }
 
@@ -81,6 +78,57 @@ void warm_up(Engine& engine, const Tokenizer& tokenizer) {
   }
 }
 
+// Checks that need no model, so that a bad configuration fails before a long model load. Throws
+// qs::Error.
+void check_configuration(ServeOptions& opt) {
+  if (opt.served_model_names.empty() ||
+      std::find(opt.served_model_names.begin(), opt.served_model_names.end(), "") != opt.served_model_names.end()) {
+    throw Error("--served-model-name: names must not be empty");
+  }
+  opt.server.served_model_name = opt.served_model_names.front();
+  opt.server.served_model_aliases.assign(opt.served_model_names.begin() + 1, opt.served_model_names.end());
+  // One HTTP thread per running or waiting request plus spares (see http_worker_pool.h).
+  opt.server.http_threads = http_worker_threads(opt.engine.max_num_seqs, opt.engine.max_queue);
+  if (!opt.kv_cache_memory.empty()) {
+    const size_t budget = parse_byte_size(opt.kv_cache_memory);
+    check_kv_budget_fits(budget, physical_memory_bytes());
+    const size_t available = available_memory_bytes();
+    if (available > 0 && budget > available) {
+      std::fprintf(stderr, "warning: --kv-cache-memory %s exceeds the memory now available (%s); the system may swap or kill this process\n",
+                   format_byte_size(budget).c_str(), format_byte_size(available).c_str());
+    }
+  }
+  const std::string problem = listen_address_problem(opt.server.host, opt.server.port);
+  if (!problem.empty()) {
+    throw Error("cannot listen on " + opt.server.host + ":" + std::to_string(opt.server.port) + ": " + problem);
+  }
+}
+
+// Waits for SIGINT/SIGTERM (blocked in every thread) on its own thread, then drains the server.
+// Started once the server is bound; if startup fails after that, the destructor wakes it without
+// draining or printing anything.
+class SignalWatcher {
+ public:
+  SignalWatcher(const sigset_t& signals, std::function<void(int signal_number)> on_signal)
+      : thread_([this, signals, on_signal = std::move(on_signal)] {
+          int signal_number = 0;
+          sigwait(&signals, &signal_number);
+          if (!abandoned_.load()) on_signal(signal_number);
+        }) {}
+  ~SignalWatcher() {
+    if (!thread_.joinable()) return;
+    abandoned_.store(true);
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+  /// Waits until a signal was handled.
+  void join() { thread_.join(); }
+
+ private:
+  std::atomic<bool> abandoned_{false};
+  std::thread thread_;
+};
+
 int run_serve(ServeOptions opt) {
   // Block SIGINT/SIGTERM in every thread; one thread waits for them with sigwait.
   sigset_t signals;
@@ -88,95 +136,91 @@ int run_serve(ServeOptions opt) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  check_configuration(opt);
 
-  RuntimeModel loaded = load_runtime_model(opt.runtime);  // --no-mmap, --mlock, --quantize
-  const auto& model = loaded.model;
-  const ModelConfig& config = model->config;
-  const auto tokenizer = load_tokenizer(*model);
-  const ChatTemplate chat_template(model->chat_template.empty() ? kChatMlTemplate : model->chat_template);
-  const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
-  const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
-  const std::unique_ptr<ThreadPool> pool_storage = opt.runtime.make_pool();
-  ThreadPool& pool = *pool_storage;
-  // Compute threads run below the HTTP threads (see lower_thread_priority): thread 0 of the pool
-  // is this (main, later HTTP accept) thread, the others are the matmul workers.
-  pool.parallel_for(pool.n_threads(), [](int64_t, int64_t, int thread) {
-    if (thread != 0) lower_thread_priority(kComputeNice);
-  });
-  const int32_t kv_blocks = kv_blocks_for(config, opt, ctx, kv_dtype);
-  std::unique_ptr<KvCache> cache_storage;
+  const char* stage = "loading the model";
   try {
-    cache_storage = std::make_unique<KvCache>(config, kv_dtype, kv_blocks);
-  } catch (const std::bad_alloc&) {
-    throw Error("cannot allocate the KV cache (" + std::to_string(kv_blocks) + " blocks of " +
-                std::to_string(kKvBlockSize) + " tokens): lower --kv-cache-memory or --ctx-size");
-  }
-  KvCache& cache = *cache_storage;
-  EngineOptions engine_options = opt.engine;
-  // --batch-size (shared with generate) is the old name of --max-batched-tokens.
-  if (opt.max_batched_tokens_option->count() == 0 && opt.batch_size_option->count() > 0) {
-    engine_options.max_batched_tokens = opt.runtime.batch_size;
-  }
-  engine_options.prefix_caching = !opt.no_prefix_cache;
-  engine_options.guard.enabled = !opt.no_output_guard;
-  engine_options.thread_nice = kComputeNice;
-  ModelRunner runner(config, model->weights, cache, pool, std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx);
-  Engine engine(runner, cache, *tokenizer, engine_options);
-  metrics::ServerMetrics metrics;
-  opt.server.keepalive_ms = static_cast<int64_t>(opt.keepalive_s * 1000);
-  // cpp-httplib serves one connection per thread: room for every running and queued request
-  // plus headroom, so /health, /metrics and immediate 429s stay reachable when the queue is full.
-  opt.server.http_threads = std::max<int>(opt.server.http_threads,
-      engine_options.max_num_seqs + static_cast<int>(std::min<int64_t>(engine_options.max_queue, 4096)) + 32);
-  HttpServer server(opt.server, engine, *tokenizer, chat_template, metrics);
-  server.set_static_files([](std::string_view path) -> const StaticFile* {
-    static thread_local StaticFile file;
-    const WebAsset* asset = find_web_asset(path);
-    if (asset == nullptr) return nullptr;
-    file = {asset->content_type, asset->body};
-    return &file;
-  });
-
-  std::thread signal_thread([&] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    std::fprintf(stderr, "received signal %d: draining (grace %.0f s)\n", signal_number, opt.shutdown_grace_s);
-    server.set_ready(false);
-    server.stop();
-    const auto deadline = SteadyClock::now() + std::chrono::duration<double>(opt.shutdown_grace_s);
-    while (SteadyClock::now() < deadline) {
-      const EngineStats st = engine.stats();
-      if (st.waiting == 0 && st.in_flight == 0) break;  // waiting also counts requests being prepared
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    RuntimeModel loaded = load_runtime_model(opt.runtime);  // --no-mmap, --mlock, --quantize
+    const auto& model = loaded.model;
+    const ModelConfig& config = model->config;
+    const auto tokenizer = load_tokenizer(*model);
+    const ChatTemplate chat_template(model->chat_template.empty() ? kChatMlTemplate : model->chat_template);
+    const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
+    const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
+    stage = "starting the compute threads";
+    const std::unique_ptr<ThreadPool> pool_storage = opt.runtime.make_pool();
+    ThreadPool& pool = *pool_storage;
+    // Compute threads run below the HTTP threads (see lower_thread_priority): thread 0 of the pool
+    // is this (main, later HTTP accept) thread, the others are the matmul workers.
+    pool.parallel_for(pool.n_threads(), [](int64_t, int64_t, int thread) {
+      if (thread != 0) lower_thread_priority(kComputeNice);
+    });
+    const int32_t kv_blocks = kv_blocks_for(config, opt, ctx, kv_dtype);
+    std::unique_ptr<KvCache> cache_storage;
+    try {
+      cache_storage = std::make_unique<KvCache>(config, kv_dtype, kv_blocks);
+    } catch (const std::bad_alloc&) {
+      throw Error("cannot allocate the KV cache (" + std::to_string(kv_blocks) + " blocks of " +
+                  std::to_string(kKvBlockSize) + " tokens): lower --kv-cache-memory or --ctx-size");
     }
-    engine.shutdown();  // whatever is left finishes with "cancelled"
-  });
+    KvCache& cache = *cache_storage;
+    EngineOptions engine_options = opt.engine;
+    // --batch-size (shared with generate) is the old name of --max-batched-tokens.
+    if (opt.max_batched_tokens_option->count() == 0 && opt.batch_size_option->count() > 0) {
+      engine_options.max_batched_tokens = opt.runtime.batch_size;
+    }
+    engine_options.prefix_caching = !opt.no_prefix_cache;
+    engine_options.guard.enabled = !opt.no_output_guard;
+    engine_options.thread_nice = kComputeNice;
+    stage = "allocating the model runner and the engine";
+    ModelRunner runner(config, model->weights, cache, pool, std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx);
+    Engine engine(runner, cache, *tokenizer, engine_options);
+    metrics::ServerMetrics metrics;
+    opt.server.keepalive_ms = static_cast<int64_t>(opt.keepalive_s * 1000);
+    stage = "starting the HTTP server";
+    HttpServer server(opt.server, engine, *tokenizer, chat_template, metrics);
+    server.set_static_files([](std::string_view path) -> const StaticFile* {
+      static thread_local StaticFile file;
+      const WebAsset* asset = find_web_asset(path);
+      if (asset == nullptr) return nullptr;
+      file = {asset->content_type, asset->body};
+      return &file;
+    });
+    server.bind();  // throws "cannot listen on HOST:PORT: <reason>", or when threads cannot start
 
-  if (!server.bind()) {
-    std::fprintf(stderr, "error: cannot listen on %s:%d: %s\n", opt.server.host.c_str(), opt.server.port,
-                 std::strerror(errno));
-    pthread_kill(signal_thread.native_handle(), SIGTERM);
-    signal_thread.join();
-    return 1;
+    SignalWatcher signal_watcher(signals, [&](int signal_number) {
+      std::fprintf(stderr, "received signal %d: draining (grace %.0f s)\n", signal_number, opt.shutdown_grace_s);
+      server.set_ready(false);
+      server.stop();
+      const auto deadline = SteadyClock::now() + std::chrono::duration<double>(opt.shutdown_grace_s);
+      while (SteadyClock::now() < deadline) {
+        const EngineStats st = engine.stats();
+        if (st.waiting == 0 && st.in_flight == 0) break;  // waiting also counts requests being prepared
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      engine.shutdown();  // whatever is left finishes with "cancelled"
+    });
+    stage = "warming up";
+    warm_up(engine, *tokenizer);
+    server.set_ready(true);
+    std::fprintf(stderr,
+                 "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks = %lld tokens, "
+                 "%.1f MiB, prefix cache %s, %d threads, %d HTTP threads)\n",
+                 model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
+                 server.bound_port(), static_cast<long long>(engine.context_tokens()), cache.n_blocks(),
+                 static_cast<long long>(cache.n_blocks()) * kKvBlockSize, cache.total_bytes() / 1048576.0,
+                 engine_options.prefix_caching ? "on" : "off", pool.n_threads(), opt.server.http_threads);
+    stage = "serving";
+    if (!server.listen()) {
+      engine.shutdown();
+      throw Error("cannot accept connections on " + opt.server.host + ":" + std::to_string(server.bound_port()));
+    }
+    signal_watcher.join();
+    engine.shutdown();
+  } catch (const std::bad_alloc&) {
+    throw Error(std::string("out of memory while ") + stage +
+                " (lower --kv-cache-memory, --ctx-size, --max-batched-tokens or --max-num-seqs)");
   }
-  warm_up(engine, *tokenizer);
-  server.set_ready(true);
-  std::fprintf(stderr,
-               "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks = %lld tokens, "
-               "%.1f MiB, prefix cache %s, %d threads)\n",
-               model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
-               server.bound_port(), static_cast<long long>(engine.context_tokens()), cache.n_blocks(),
-               static_cast<long long>(cache.n_blocks()) * kKvBlockSize, cache.total_bytes() / 1048576.0,
-               engine_options.prefix_caching ? "on" : "off", pool.n_threads());
-  const bool ok = server.listen();
-  if (!ok) {
-    std::fprintf(stderr, "error: cannot listen on %s:%d\n", opt.server.host.c_str(), opt.server.port);
-    pthread_kill(signal_thread.native_handle(), SIGTERM);
-    signal_thread.join();
-    return 1;
-  }
-  signal_thread.join();
-  engine.shutdown();
   std::fprintf(stderr, "qwenserve: stopped\n");
   return 0;
 }
@@ -189,7 +233,10 @@ Command register_serve(CLI::App& app) {
   ServerOptions& s = opt->server;
   app.add_option("--host", s.host, "Address to bind")->capture_default_str();
   app.add_option("--port", s.port, "Port")->check(CLI::Range(0, 65535))->capture_default_str();
-  app.add_option("--served-model-name", s.served_model_name, "Model name reported by the API")->capture_default_str();
+  app.add_option("--served-model-name", opt->served_model_names,
+                 "Model name(s) a request's \"model\" may name (absent also accepted; others get 404); the "
+                 "first is reported by the API")
+      ->capture_default_str();
   app.add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
   app.add_option("--max-tokens-cap", s.max_tokens_cap, "Upper bound for max_tokens")->check(kPositive)->capture_default_str();
   app.add_option("--default-max-tokens", s.default_max_tokens, "max_tokens when a request sets none")->check(kPositive)->capture_default_str();

@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -58,12 +63,55 @@ size_t parse_byte_size(std::string_view text) {
   return static_cast<size_t>(bytes);
 }
 
+std::string format_byte_size(size_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char buffer[32];
+  if (unit == 0) {
+    std::snprintf(buffer, sizeof buffer, "%zu B", bytes);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f %s", value, kUnits[unit]);
+  }
+  return buffer;
+}
+
+size_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
+}
+
+size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+void check_kv_budget_fits(size_t budget_bytes, size_t physical_bytes) {
+  if (physical_bytes == 0 || budget_bytes <= physical_bytes) return;
+  throw Error("--kv-cache-memory " + format_byte_size(budget_bytes) + " (" + std::to_string(budget_bytes) +
+              " bytes) exceeds this machine's physical memory of " + format_byte_size(physical_bytes) + " (" +
+              std::to_string(physical_bytes) + " bytes)");
+}
+
 int32_t kv_blocks_for_budget(const KvBudgetInput& in) {
   if (in.bytes_per_block == 0) throw Error("KV budget: zero bytes per block");
   const int64_t one_context = (in.ctx_tokens + kKvBlockSize - 1) / kKvBlockSize;
   const int64_t all_contexts = one_context * std::max<int32_t>(in.max_num_seqs, 1);
   const int64_t kMaxBlocks = std::numeric_limits<int32_t>::max();
   if (in.budget_bytes) {
+    check_kv_budget_fits(*in.budget_bytes, in.physical_bytes);
     const auto blocks = static_cast<int64_t>(std::min<size_t>(*in.budget_bytes / in.bytes_per_block, kMaxBlocks));
     if (blocks < 1) {
       throw Error("--kv-cache-memory " + std::to_string(*in.budget_bytes) + " bytes holds no KV block (one block of " +

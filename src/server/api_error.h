@@ -19,6 +19,8 @@ class ApiError : public std::runtime_error {
 
   int status() const { return status_; }
   const std::string& param() const { return param_; }
+  const std::string& type() const { return type_; }
+  const std::string& code() const { return code_; }
 
   nlohmann::json to_json() const {
     return {{"error",

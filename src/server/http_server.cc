@@ -3,13 +3,19 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/http_worker_pool.h"
 #include "server/job_builder.h"
+#include "server/listen_address.h"
 #include "server/openai_request.h"
+#include "server/rejection_log.h"
 #include "server/response_builder.h"
 
 namespace qs {
@@ -23,15 +29,36 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
                   "application/json");
 }
 
+// The error this worker thread last answered with, for the log line that the logger writes once
+// the response is sent (on the same thread; the body may be compressed by then).
+thread_local std::optional<ApiError> t_answered_error;
+
 void send_error(httplib::Response& res, const ApiError& error) {
   send_json(res, error.status(), error.to_json());
   if (error.status() == 429 || error.status() == 503) res.set_header("Retry-After", "1");  // seconds
+  t_answered_error = error;
 }
 
 constexpr int kListenBacklog = 1024;  // pending connections (capped by net.core.somaxconn)
 
 bool is_generation_path(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/v1/completions";
+}
+
+// RFC 9112 section 6.3: Content-Length is 1*DIGIT, and several must agree. cpp-httplib 0.11 reads
+// the value with strtoull, so "-5" becomes 2^64 - 5 and the request waits for that many bytes until
+// the read timeout, then gets a misleading 413. Returns the offending value, or nullopt when valid.
+std::optional<std::string> invalid_content_length(const httplib::Request& req) {
+  const size_t count = req.get_header_value_count("Content-Length");
+  std::string first;
+  for (size_t i = 0; i < count; ++i) {
+    const std::string value = req.get_header_value("Content-Length", i);
+    const bool digits = !value.empty() && value.size() <= 19 &&  // < 10^19 fits in 64 bits
+                        value.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || (i > 0 && value != first)) return value;
+    if (i == 0) first = value;
+  }
+  return std::nullopt;
 }
 
 // The body as JSON; 415 for a non-JSON content type, 400 for malformed JSON.
@@ -64,7 +91,7 @@ HttpServer::HttpServer(ServerOptions options, Engine& engine, const Tokenizer& t
 
 HttpServer::~HttpServer() = default;
 
-bool HttpServer::bind() {
+void HttpServer::bind() {
   int listen_fd = -1;
   server_->set_socket_options([&listen_fd](socket_t sock) {
     // SO_REUSEADDR only. cpp-httplib's default also sets SO_REUSEPORT, which lets a second server
@@ -75,17 +102,22 @@ bool HttpServer::bind() {
   });
   bound_port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
                                    : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  if (bound_port_ < 0) return false;
+  if (bound_port_ < 0) {
+    const int bind_errno = errno;  // meaningful only when the address resolved
+    std::string reason = listen_address_problem(options_.host, options_.port);
+    if (reason.empty()) reason = bind_error_reason(bind_errno);
+    throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + reason);
+  }
   // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed in the shared
   // library): a burst of connections then overflows it and the kernel drops SYNs, which clients
   // retry only after a second. Linux lets listen() raise the backlog of a listening socket.
   if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
   bound_ = true;
-  return true;
+  workers_ = std::make_unique<HttpWorkerPool>(static_cast<size_t>(std::max(options_.http_threads, 1)));
 }
 
 bool HttpServer::listen() {
-  if (!bound_ && !bind()) return false;
+  if (!bound_) bind();
   return server_->listen_after_bind();
 }
 
@@ -93,8 +125,11 @@ void HttpServer::stop() { server_->stop(); }
 
 void HttpServer::register_routes() {
   httplib::Server& s = *server_;
-  const int threads = options_.http_threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // The workers bind() started; httplib owns (and deletes) the task queue once listening.
+  s.new_task_queue = [this]() -> httplib::TaskQueue* {
+    if (workers_) return workers_.release();
+    return new HttpWorkerPool(static_cast<size_t>(std::max(options_.http_threads, 1)));  // listen() again
+  };
   s.set_payload_max_length(options_.max_body_bytes);
   // Every SSE delta is a small write; with Nagle's algorithm on, a delta written while the
   // previous one is unacknowledged waits for the peer's delayed ACK (~40 ms on Linux), which
@@ -104,6 +139,16 @@ void HttpServer::register_routes() {
   s.set_write_timeout(60, 0);
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_answered_error.reset();  // in case the previous response on this thread was never logged
+    // Runs after the headers are read and before the body is: a bad length cannot delimit the
+    // body, so the connection is closed after the 400.
+    if (const std::optional<std::string> length = invalid_content_length(req)) {
+      send_error(res, ApiError(400, "invalid Content-Length header '" + *length +
+                                        "': expected one non-negative decimal number of bytes",
+                               "", "invalid_request_error", "invalid_content_length"));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!options_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
         req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
       send_error(res, ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>')",
@@ -111,6 +156,12 @@ void HttpServer::register_routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  // httplib 0.11 adds "Keep-Alive" to every response not answering a "Connection: close" request;
+  // a response that closes the connection must not advertise keep-alive as well.
+  s.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.get_header_value("Connection") == "close") res.headers.erase("Keep-Alive");
   });
 
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -125,7 +176,7 @@ void HttpServer::register_routes() {
     const std::string message = res.status == 413 ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
                                 : res.status == 404 ? "no route for " + req.method + " " + req.path
                                                     : "HTTP error " + std::to_string(res.status);
-    send_json(res, res.status, ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error").to_json());
+    send_error(res, ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error"));
   });
 
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -134,13 +185,24 @@ void HttpServer::register_routes() {
     } catch (const ApiError& e) {
       send_error(res, e);
     } catch (const std::exception& e) {
-      send_json(res, 500, ApiError(500, e.what(), "", "server_error").to_json());
+      send_error(res, ApiError(500, e.what(), "", "server_error"));
     }
   });
 
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    // Generation responses that reached the engine are counted by record_request.
-    if (!(is_generation_path(req.path) && res.has_header("x-request-id"))) metrics_.record_http_status(res.status);
+    std::optional<ApiError> error = std::move(t_answered_error);
+    t_answered_error.reset();
+    // Generation responses that reached the engine are counted and logged by record_request.
+    if (is_generation_path(req.path) && res.has_header("x-request-id")) return;
+    metrics_.record_http_status(res.status);
+    // Everything else answered with an error gets its log line here (a not-ready /ready is a probe
+    // answer, not a rejected request).
+    if (res.status < 400 || req.path == "/ready" || options_.log_format == "none") return;
+    if (!error || error->status() != res.status) error.emplace(res.status, "HTTP " + std::to_string(res.status), "", "");
+    const RejectedRequest rejected = rejected_request(*error, req.method, req.path);
+    const std::string line = options_.log_format == "text" ? rejection_text_line(rejected)
+                                                           : rejection_log_line(rejected, std::chrono::system_clock::now());
+    std::fprintf(stderr, "%s\n", line.c_str());
   });
 
   s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -154,9 +216,14 @@ void HttpServer::register_routes() {
     }
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"object", "list"},
-                         {"data", {{{"id", options_.served_model_name}, {"object", "model"}, {"created", 0},
-                                    {"owned_by", "qwenserve"}, {"max_model_len", engine_.context_tokens()}}}}});
+    std::vector<std::string> names{options_.served_model_name};
+    names.insert(names.end(), options_.served_model_aliases.begin(), options_.served_model_aliases.end());
+    nlohmann::json data = nlohmann::json::array();
+    for (const std::string& name : names) {
+      data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "qwenserve"},
+                      {"max_model_len", engine_.context_tokens()}});
+    }
+    send_json(res, 200, {{"object", "list"}, {"data", data}});
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const EngineStats st = engine_.stats();

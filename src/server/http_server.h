@@ -3,7 +3,10 @@
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST /tokenize,
 // POST /detokenize, GET /health, GET /ready, GET /metrics, GET /stats, plus static files from
-// set_static_files(). Errors use OpenAI's shape {"error": {"message", "type", "param", "code"}}.
+// set_static_files(). Errors use OpenAI's shape {"error": {"message", "type", "param", "code"}}:
+// 400 for an invalid body or Content-Length, 401 without the --api-key, 404 for an unknown route or
+// model, 413 / 415 / 429 / 503 as documented in the README. Every request answered with an error
+// that did not reach the engine gets one log line (rejection_log.h) when log_format is not "none".
 #pragma once
 
 #include <atomic>
@@ -12,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
@@ -24,16 +28,19 @@ class Server;
 
 namespace qs {
 
+class HttpWorkerPool;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;                   // empty: no auth
-  std::string served_model_name = "qwenserve";
+  std::string served_model_name = "qwenserve";  // reported in responses and first in /v1/models
+  std::vector<std::string> served_model_aliases;  // further names a request's "model" may use
   int32_t max_tokens_cap = 2048;         // requests asking for more get this many
   int32_t default_max_tokens = 512;      // when a request sets no max_tokens (fitted to context)
   size_t max_body_bytes = 8u << 20;      // larger bodies get 413
   int64_t keepalive_ms = 5000;           // SSE comment interval while nothing else is sent
-  int http_threads = 32;                 // concurrent connections served
+  int http_threads = 32;                 // worker threads = connections served at once (see http_worker_pool.h)
   std::string log_format = "json";       // per-request log line on stderr: json, text or none
   double request_timeout_s = 0;          // > 0: default and upper bound of a request's "timeout"
 };
@@ -56,10 +63,13 @@ class HttpServer {
   /// /ready answers 200 only after set_ready(true) (model loaded and warmed up).
   void set_ready(bool ready) { ready_.store(ready); }
 
-  /// Binds host:port (SO_REUSEADDR, never SO_REUSEPORT: a second server on a busy port fails).
-  /// Returns false if the address cannot be bound; errno tells why.
-  bool bind();
-  /// Serves until stop() (binds first if bind() was not called). Returns false if it cannot bind.
+  /// Binds host:port (SO_REUSEADDR, never SO_REUSEPORT: a second server on a busy port fails) and
+  /// starts the options.http_threads worker threads. Throws qs::Error "cannot listen on HOST:PORT:
+  /// <reason>" (listen_address.h: "invalid address", "address already in use", ...) or the worker
+  /// pool's error when a thread cannot be created.
+  void bind();
+  /// Serves until stop() (binds first if bind() was not called, throwing as bind()). Returns false
+  /// when accepting connections fails.
   bool listen();
   /// Stops accepting connections; listen() returns once in-flight requests are done.
   void stop();
@@ -76,6 +86,7 @@ class HttpServer {
   const ChatTemplate& chat_template_;
   metrics::ServerMetrics& metrics_;
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<HttpWorkerPool> workers_;  // started by bind(), handed to httplib by listen()
   StaticFileLookup static_files_;
   std::atomic<bool> ready_{false};
   int bound_port_ = 0;

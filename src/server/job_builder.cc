@@ -61,7 +61,7 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
   job.api = api;
   job.arrival = SteadyClock::now();
   job.id = random_id(api == GenerationJob::Api::kChat ? "chatcmpl" : "cmpl");
-  job.model = ctx.options.served_model_name;
+  job.model = served_model_for(f.model, ctx.options);
   job.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
   job.stream = f.stream;
@@ -94,6 +94,14 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
 
 }  // namespace
 
+std::string served_model_for(const std::string& requested, const ServerOptions& options) {
+  if (requested.empty() || requested == options.served_model_name) return options.served_model_name;
+  for (const std::string& alias : options.served_model_aliases) {
+    if (requested == alias) return alias;
+  }
+  throw ApiError(404, "The model `" + requested + "` does not exist.", "model", "NotFoundError", "model_not_found");
+}
+
 std::string render_chat_prompt(const JobContext& ctx, const nlohmann::ordered_json& messages,
                                const nlohmann::ordered_json& tools,
                                const nlohmann::ordered_json& kwargs, bool add_generation_prompt) {
@@ -112,6 +120,7 @@ std::string render_chat_prompt(const JobContext& ctx, const nlohmann::ordered_js
 }
 
 GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx) {
+  served_model_for(request.fields.model, ctx.options);  // 404 before any templating or tokenizing
   const std::string prompt = render_chat_prompt(ctx, request.messages, request.tools,
                                                 request.chat_template_kwargs, true);
   GenerationJob job = base_job(request.fields, GenerationJob::Api::kChat, ctx, ctx.tokenizer.encode(prompt));
@@ -122,6 +131,7 @@ GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx) 
 }
 
 GenerationJob build_completion_job(const CompletionRequest& request, const JobContext& ctx) {
+  served_model_for(request.fields.model, ctx.options);  // 404 before any tokenizing
   std::vector<int32_t> ids = request.prompt_text ? ctx.tokenizer.encode(*request.prompt_text) : request.prompt_ids;
   if (ids.empty()) throw invalid_param("prompt", "prompt must not be empty");
   GenerationJob job = base_job(request.fields, GenerationJob::Api::kCompletion, ctx, std::move(ids));

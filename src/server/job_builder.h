@@ -16,7 +16,13 @@ struct JobContext {
   int64_t context_tokens;  // the engine's context length
 };
 
-/// Throws ApiError(400) when the template rejects the conversation, the prompt does not fit the
+/// The model name a request's "model" field selects, as responses report it: the field itself when
+/// it is the served name or one of its aliases (ServerOptions), the served name when the field is
+/// absent, null or empty (as vLLM). Throws ApiError(404, type "NotFoundError", param "model", code
+/// "model_not_found") for any other name, message "The model `NAME` does not exist.".
+std::string served_model_for(const std::string& requested, const ServerOptions& options);
+
+/// Throws ApiError(404) for an unknown model (served_model_for), ApiError(400) when the template rejects the conversation, the prompt does not fit the
 /// context, or prompt + max_tokens exceeds it (the message gives both numbers).
 GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx);
 GenerationJob build_completion_job(const CompletionRequest& request, const JobContext& ctx);

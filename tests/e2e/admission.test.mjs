@@ -23,7 +23,9 @@ before(async () => {
     startServer(['--max-queue', '4', '--max-num-seqs', '2', '--log-format', 'json']),
     startServer(['--max-num-seqs', '1', '--max-queue-wait', '0.3']),
     startServer(['--no-prefix-cache', '--kv-cache-memory', '1MiB', '--log-format', 'json']),
-    startServer(['--kv-cache-memory', '96KiB', '--max-num-seqs', '8', '--log-format', 'json']),
+    // --prefill-slack 0: prefill chunks of the full step budget whatever the measured step times,
+    // so the 6 concurrent requests are admitted together and preemption is certain.
+    startServer(['--kv-cache-memory', '96KiB', '--max-num-seqs', '8', '--prefill-slack', '0', '--log-format', 'json']),
   ]);
 });
 
@@ -34,7 +36,7 @@ after(async () => {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const chat = (content, extra = {}) => ({
-  model: 'x', messages: [{ role: 'user', content }], temperature: 0, ...extra,
+  model: 'qwenserve', messages: [{ role: 'user', content }], temperature: 0, ...extra,
 });
 
 function assertRejection(res, status, code) {
@@ -145,12 +147,12 @@ test('prefix cache: turn 2 reuses turn 1 and prefills only the new tokens', asyn
     { role: 'system', content: 'You are a helpful assistant that answers in detail.' },
     { role: 'user', content: 'Explain, step by step, how a hash table handles collisions and resizing.' },
   ];
-  const first = await overload.post('/v1/chat/completions', { model: 'x', messages, temperature: 0, max_tokens: 20 });
+  const first = await overload.post('/v1/chat/completions', { model: 'qwenserve', messages, temperature: 0, max_tokens: 20 });
   assert.equal(first.status, 200, first.text);
   const p1 = first.json.usage.prompt_tokens;
   messages.push({ role: 'assistant', content: first.json.choices[0].message.content });
   messages.push({ role: 'user', content: 'And with open addressing?' });
-  const second = await overload.post('/v1/chat/completions', { model: 'x', messages, temperature: 0, max_tokens: 20 });
+  const second = await overload.post('/v1/chat/completions', { model: 'qwenserve', messages, temperature: 0, max_tokens: 20 });
   assert.equal(second.status, 200, second.text);
   const cached = second.json.usage.prompt_tokens_details?.cached_tokens;
   assert.ok(cached >= Math.floor(p1 / 16) * 16, `cached_tokens ${cached} >= turn 1 prompt ${p1} in whole blocks`);
@@ -160,7 +162,7 @@ test('prefix cache: turn 2 reuses turn 1 and prefills only the new tokens', asyn
   assert.equal(rec.cached_tokens, cached);
   assert.equal(rec.prefill_computed_tokens, second.json.usage.prompt_tokens - cached, 'prefill work = new tokens only');
   // Same output as a server without the prefix cache.
-  const ref = await small.post('/v1/chat/completions', { model: 'x', messages, temperature: 0, max_tokens: 20 });
+  const ref = await small.post('/v1/chat/completions', { model: 'qwenserve', messages, temperature: 0, max_tokens: 20 });
   assert.equal(ref.status, 200, ref.text);
   assert.equal(ref.json.usage.prompt_tokens_details.cached_tokens, 0);
   assert.equal(second.json.choices[0].message.content, ref.json.choices[0].message.content);

@@ -724,8 +724,8 @@ test('SIGTERM: main server exits 0', async () => {
 
 test('401 with --api-key on every /v1 route; /health stays open', async () => {
   const routes = [
-    ['POST', '/v1/chat/completions', { model: 'x', messages: MESSAGES, max_tokens: 2 }],
-    ['POST', '/v1/completions', { model: 'x', prompt: 'hi', max_tokens: 2 }],
+    ['POST', '/v1/chat/completions', { model: 'qwenserve', messages: MESSAGES, max_tokens: 2 }],
+    ['POST', '/v1/completions', { model: 'qwenserve', prompt: 'hi', max_tokens: 2 }],
     ['GET', '/v1/models', undefined],
   ];
   for (const [method, route, body] of routes) {
@@ -741,7 +741,7 @@ test('401 with --api-key on every /v1 route; /health stays open', async () => {
   const wrong = new OpenAI({ baseURL: auth.baseURL, apiKey: 'nope', maxRetries: 0 });
   await assert.rejects(wrong.models.list(), (err) => err instanceof OpenAI.AuthenticationError && err.status === 401);
   const right = new OpenAI({ baseURL: auth.baseURL, apiKey: API_KEY, maxRetries: 0 });
-  const r = await right.chat.completions.create({ model: 'x', messages: MESSAGES, max_tokens: 3 });
+  const r = await right.chat.completions.create({ model: 'qwenserve', messages: MESSAGES, max_tokens: 3 });
   assert.equal(r.choices.length, 1);
   const exit = await auth.stop();
   assert.deepEqual(exit, { code: 0, signal: null });
@@ -750,16 +750,16 @@ test('401 with --api-key on every /v1 route; /health stays open', async () => {
 // ---- limits server (--ctx-size 256 --max-body-bytes 4096 --max-num-seqs 1 --keepalive 0.1) ------
 
 test('413 for an oversized body, 415 for text/plain', async () => {
-  const big = { model: 'x', messages: [{ role: 'user', content: 'a'.repeat(10_000) }], max_tokens: 2 };
+  const big = { model: 'qwenserve', messages: [{ role: 'user', content: 'a'.repeat(10_000) }], max_tokens: 2 };
   const res = await limits.post('/v1/chat/completions', big);
   assertError(res, 413);
   const plain = await limits.request('POST', '/v1/chat/completions', {
-    rawBody: JSON.stringify({ model: 'x', messages: MESSAGES, max_tokens: 2 }),
+    rawBody: JSON.stringify({ model: 'qwenserve', messages: MESSAGES, max_tokens: 2 }),
     headers: { 'Content-Type': 'text/plain' },
   });
   assertError(plain, 415);
   // A small JSON body still works.
-  const ok = await limits.post('/v1/chat/completions', { model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+  const ok = await limits.post('/v1/chat/completions', { model: 'qwenserve', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
   assert.equal(ok.status, 200, ok.text);
 });
 
@@ -768,20 +768,20 @@ test('prompt longer than --ctx-size 256: 400 naming both numbers', async () => {
   const tok = await tokenizeMessages(limits, messages);
   assert.equal(tok.max_model_len, 256);
   assert.ok(tok.count > 256, `prompt has ${tok.count} tokens`);
-  const res = await limits.post('/v1/chat/completions', { model: 'x', messages, max_tokens: 2 });
+  const res = await limits.post('/v1/chat/completions', { model: 'qwenserve', messages, max_tokens: 2 });
   const e = assertError(res, 400, 'messages');
   assert.ok(e.message.includes(String(tok.count)), `message names the prompt token count ${tok.count}: ${e.message}`);
   assert.ok(e.message.includes('256'), `message names the context length: ${e.message}`);
 
   const prompt = 'word '.repeat(400);
   const ptok = await tokenizePrompt(limits, prompt);
-  const c = await limits.post('/v1/completions', { model: 'x', prompt, max_tokens: 2 });
+  const c = await limits.post('/v1/completions', { model: 'qwenserve', prompt, max_tokens: 2 });
   const ce = assertError(c, 400);
   assert.ok(ce.message.includes(String(ptok.count)) && ce.message.includes('256'), ce.message);
 });
 
 test('a request waiting for a slot gets SSE keep-alive comments (--max-num-seqs 1)', async (t) => {
-  const chat = (max, seed) => ({ model: 'x', messages: [{ role: 'user', content: 'hi' }], temperature: 1, seed, max_tokens: max, stream: true });
+  const chat = (max, seed) => ({ model: 'qwenserve', messages: [{ role: 'user', content: 'hi' }], temperature: 1, seed, max_tokens: max, stream: true });
   let startB;
   const bStarted = new Promise((resolve) => { startB = resolve; });
   let waitingSeen = null;
@@ -814,7 +814,7 @@ test('a request waiting for a slot gets SSE keep-alive comments (--max-num-seqs 
 test('SIGTERM lets an in-flight stream finish, then exits 0', async () => {
   let signalled = false;
   const r = await limits.stream('/v1/chat/completions',
-    { model: 'x', messages: [{ role: 'user', content: 'hi' }], temperature: 0, max_tokens: 60, stream: true,
+    { model: 'qwenserve', messages: [{ role: 'user', content: 'hi' }], temperature: 0, max_tokens: 60, stream: true,
       stream_options: { include_usage: true } },
     {
       onEvent: (ev) => {

@@ -1,0 +1,72 @@
+#include "server/http_worker_pool.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace qs {
+
+int http_worker_threads(int64_t max_num_seqs, int64_t max_queue) {
+  const int64_t needed = max_num_seqs + max_queue + kHttpSpareThreads;
+  if (needed <= kMaxHttpThreads) return static_cast<int>(needed);
+  const int64_t queue_room = kMaxHttpThreads - kHttpSpareThreads - max_num_seqs;
+  throw Error("--max-num-seqs " + std::to_string(max_num_seqs) + " + --max-queue " + std::to_string(max_queue) +
+              " + " + std::to_string(kHttpSpareThreads) + " spare need " + std::to_string(needed) +
+              " HTTP worker threads (one per running or waiting request), above the limit of " +
+              std::to_string(kMaxHttpThreads) +
+              (queue_room > 0 ? ": use --max-queue " + std::to_string(queue_room) + " or less"
+                              : ": lower --max-num-seqs"));
+}
+
+HttpWorkerPool::HttpWorkerPool(size_t n, const Spawn& spawn) {
+  threads_.reserve(n);
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      std::function<void()> body = [this] { work(); };
+      threads_.push_back(spawn ? spawn(std::move(body)) : std::thread(std::move(body)));
+    }
+  } catch (const std::exception& e) {  // std::system_error (EAGAIN), std::bad_alloc
+    const size_t started = threads_.size();
+    shutdown();
+    throw Error("cannot start " + std::to_string(n) + " HTTP worker threads (" + std::to_string(started) +
+                " started): " + e.what() + "; raise the limits on threads (ulimit -u, ulimit -v, the cgroup's pids.max) "
+                "or lower --max-queue / --max-num-seqs");
+  }
+}
+
+HttpWorkerPool::~HttpWorkerPool() { shutdown(); }
+
+void HttpWorkerPool::enqueue(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(fn));
+  }
+  cond_.notify_one();
+}
+
+void HttpWorkerPool::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cond_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void HttpWorkerPool::work() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cond_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping and nothing left
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+}  // namespace qs

@@ -1,0 +1,36 @@
+// The log line of a request answered with an error before it reached the engine (400, 401, 404,
+// 413, 415, 429 queue_full, 503 not ready, ...): completed and failed generations are logged by
+// generation_job.cc (metrics/request_log.h); these get one line too, without token counts.
+//
+// JSON fields: ts (ISO 8601 UTC with milliseconds), id (null: no response id was assigned), status,
+// method, path, error_type, error_code (the OpenAI error's "type" and "code", null when empty),
+// error (its "message").
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "server/api_error.h"
+
+namespace qs {
+
+struct RejectedRequest {
+  int status = 0;
+  std::string method;
+  std::string path;
+  std::string error_type;  // empty: none
+  std::string error_code;  // empty: none
+  std::string message;
+};
+
+/// The rejection of `method` `path` with `error` (its status, type, code and message).
+RejectedRequest rejected_request(const ApiError& error, const std::string& method, const std::string& path);
+
+/// One JSON object on one line (no newline), stamped `at`; invalid UTF-8 becomes U+FFFD.
+std::string rejection_log_line(const RejectedRequest& rejected, std::chrono::system_clock::time_point at);
+
+/// The --log-format text line: `- status=404 method=POST path="/v1/..." type=... code=... error="..."`
+/// (path and message JSON-quoted, so that a decoded path cannot start a new line).
+std::string rejection_text_line(const RejectedRequest& rejected);
+
+}  // namespace qs

@@ -1,0 +1,207 @@
+// End-to-end tests of what `qwenserve serve` refuses, on the tiny random-weight test model:
+// configurations that cannot work exit 1 at startup with a clear message (and no drain), requests
+// naming an unknown model get vLLM's 404, a malformed Content-Length gets a prompt 400, and every
+// rejected request gets one JSON log line.
+//
+// Run: QS_BIN=build/release/qwenserve node --test tests/e2e/rejections.test.mjs
+// Env: see server_harness.mjs (QS_BIN, QS_WORK_DIR, QS_TOKENIZER_DIR).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import OpenAI from 'openai';
+import { QS_BIN, startServer, makeTinyModel, freePort, cleanWorkDir } from './server_harness.mjs';
+
+const SERVED = 'tiny-rej';
+const ALIAS = 'tiny-alias';
+const MESSAGES = [{ role: 'user', content: 'Hello there' }];
+
+let server;
+
+before(async () => {
+  await makeTinyModel();
+  server = await startServer(['--served-model-name', SERVED, ALIAS, '--log-format', 'json']);
+});
+
+after(async () => {
+  if (server && !server.exit) await server.stop();
+  cleanWorkDir();
+});
+
+/**
+ * Runs `qwenserve serve --model tiny --threads 2 ...args` (through `bash -c SHELL_PREFIX; exec`
+ * when shellPrefix is given); resolves {code, signal, stderr, ms}. SIGKILLs it after timeoutMs.
+ */
+async function serveUntilExit(args, { timeoutMs = 30000, shellPrefix } = {}) {
+  const model = await makeTinyModel();
+  const t0 = performance.now();
+  const argv = ['serve', '--model', model, '--threads', '2', ...args];
+  const proc = shellPrefix
+    ? spawn('bash', ['-c', `${shellPrefix} && exec "$0" "$@"`, QS_BIN, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(QS_BIN, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  proc.stderr.setEncoding('utf8');
+  proc.stderr.on('data', (d) => { stderr += d; });
+  proc.stdout.resume();
+  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+  const [code, signal] = await once(proc, 'exit');
+  clearTimeout(timer);
+  return { code, signal, stderr, ms: performance.now() - t0 };
+}
+
+function assertStartupError(res, pattern) {
+  assert.equal(res.signal, null, `killed by ${res.signal} (hung?); stderr:\n${res.stderr}`);
+  assert.equal(res.code, 1, `exit code; stderr:\n${res.stderr}`);
+  assert.match(res.stderr, pattern);
+  assert.doesNotMatch(res.stderr, /draining|serving/, 'nothing was served, so nothing is drained');
+  assert.doesNotMatch(res.stderr, /: Success$/m, 'errno is never reported when it does not apply');
+}
+
+test('--host 999.1.1.1: "cannot listen ... invalid address", exit 1, no drain', async () => {
+  const port = await freePort();
+  const res = await serveUntilExit(['--host', '999.1.1.1', '--port', String(port)]);
+  assertStartupError(res, new RegExp(`^error: cannot listen on 999\\.1\\.1\\.1:${port}: invalid address$`, 'm'));
+});
+
+test('a port in use: "address already in use", exit 1', async () => {
+  const blocker = net.createServer();
+  blocker.listen(0, '127.0.0.1');
+  await once(blocker, 'listening');
+  const { port } = blocker.address();
+  try {
+    const res = await serveUntilExit(['--host', '127.0.0.1', '--port', String(port)]);
+    assertStartupError(res, new RegExp(`^error: cannot listen on 127\\.0\\.0\\.1:${port}: address already in use$`, 'm'));
+  } finally {
+    blocker.close();
+  }
+});
+
+test('--max-queue 100000: rejected at startup naming the option and the thread limit', async () => {
+  const res = await serveUntilExit(['--port', String(await freePort()), '--max-queue', '100000']);
+  assertStartupError(res, /^error: .*--max-queue 100000.*HTTP worker threads.*limit of \d+/m);
+});
+
+test('--kv-cache-memory 999TiB: rejected naming the option and both sizes, exit 1', async () => {
+  const res = await serveUntilExit(['--port', String(await freePort()), '--kv-cache-memory', '999TiB']);
+  // 999 TiB in bytes and the machine's physical memory as the OS reports it (MemTotal).
+  const budget = (999n * 2n ** 40n).toString();
+  assertStartupError(res, /^error: --kv-cache-memory 999\.0 TiB .*physical memory/m);
+  assert.ok(res.stderr.includes(budget), `names the budget in bytes (${budget}): ${res.stderr}`);
+  assert.ok(res.stderr.includes(String(os.totalmem())), `names physical memory ${os.totalmem()} bytes: ${res.stderr}`);
+});
+
+test('HTTP worker threads that cannot be created: exit 1 with a message, not an abort or a hang', async (t) => {
+  if (fs.readFileSync(QS_BIN).includes('AddressSanitizer')) {
+    t.skip('an ASan build reserves terabytes of address space: ulimit -v cannot apply');
+    return;
+  }
+  // 16 + 900 + 32 threads with 8 MiB stacks need ~7.4 GiB of address space; allow 2.4 GiB.
+  const res = await serveUntilExit(['--port', String(await freePort()), '--max-queue', '900', '--kv-cache-memory', '64MiB'],
+    { shellPrefix: 'ulimit -s 8192 && ulimit -v 2500000' });
+  assertStartupError(res, /^error: cannot start 948 HTTP worker threads \(\d+ started\): /m);
+});
+
+test('unknown model: 404 NotFoundError naming it, on both generation routes and through the client', async () => {
+  for (const [route, body] of [
+    ['/v1/chat/completions', { model: 'nonexistent', messages: MESSAGES, max_tokens: 2 }],
+    ['/v1/completions', { model: 'nonexistent', prompt: 'Hi', max_tokens: 2 }],
+    ['/v1/chat/completions', { model: 'nonexistent', messages: MESSAGES, max_tokens: 2, stream: true }],
+  ]) {
+    const res = await server.post(route, body);
+    assert.equal(res.status, 404, `${route}: ${res.text}`);
+    const e = res.json?.error;
+    assert.ok(e, `OpenAI error body: ${res.text}`);
+    assert.equal(e.message, 'The model `nonexistent` does not exist.');
+    assert.equal(e.param, 'model');
+    assert.equal(typeof e.type, 'string');
+    assert.ok('code' in e);
+  }
+  const client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
+  await assert.rejects(
+    client.chat.completions.create({ model: 'gpt-4o', messages: MESSAGES, max_tokens: 2 }),
+    (err) => err instanceof OpenAI.NotFoundError && err.status === 404 && err.param === 'model',
+  );
+});
+
+test('served name, alias and an absent model are accepted; /v1/models lists the names', async () => {
+  const models = await server.get('/v1/models');
+  assert.deepEqual(models.json.data.map((m) => m.id), [SERVED, ALIAS]);
+  for (const [model, reported] of [[SERVED, SERVED], [ALIAS, ALIAS], [undefined, SERVED], [null, SERVED]]) {
+    const res = await server.post('/v1/chat/completions', { model, messages: MESSAGES, max_tokens: 2 });
+    assert.equal(res.status, 200, `model ${model}: ${res.text}`);
+    assert.equal(res.json.model, reported);
+  }
+});
+
+/** Sends raw request bytes and reads one response (head + Content-Length body), without waiting for EOF. */
+function rawRequest(port, bytes, timeoutMs = 5000) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const sock = net.connect(port, '127.0.0.1', () => sock.write(bytes));
+    let buf = Buffer.alloc(0);
+    const timer = setTimeout(() => { sock.destroy(); resolve({ timedOut: true, ms: performance.now() - t0 }); }, timeoutMs);
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      const head = buf.indexOf('\r\n\r\n');
+      if (head < 0) return;
+      const headers = buf.subarray(0, head).toString('latin1');
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(headers)?.[1] ?? 0);
+      if (buf.length < head + 4 + length) return;
+      clearTimeout(timer);
+      sock.destroy();
+      const text = buf.subarray(head + 4, head + 4 + length).toString('utf8');
+      let json;
+      try { json = JSON.parse(text); } catch { /* not JSON */ }
+      resolve({ status: Number(headers.split(' ')[1]), headers, text, json, ms: performance.now() - t0 });
+    });
+    sock.on('error', (e) => { clearTimeout(timer); reject(e); });
+  });
+}
+
+test('Content-Length: -5 (and other non-numbers) gets a prompt 400 with an OpenAI error', async () => {
+  for (const value of ['-5', '12abc', '+5', '5, 5']) {
+    const res = await rawRequest(server.port,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${value}\r\n\r\n`);
+    assert.ok(!res.timedOut, `Content-Length ${value}: no reply within 5 s`);
+    assert.equal(res.status, 400, `Content-Length ${value}: ${res.headers}\n${res.text}`);
+    assert.ok(res.ms < 2000, `answered after ${res.ms.toFixed(0)} ms`);
+    assert.match(res.json?.error?.message ?? '', /Content-Length/, res.text);
+    assert.match(res.headers, /\r\nConnection: close/i, 'the body cannot be delimited: the connection is closed');
+    assert.doesNotMatch(res.headers, /\r\nKeep-Alive:/i, 'no keep-alive advertised next to Connection: close');
+  }
+});
+
+test('rejected requests get one JSON log line each (status, error type, no token counts)', async () => {
+  const marker = `nonexistent-${Date.now()}`;
+  const rejected = await server.post('/v1/chat/completions', { model: marker, messages: MESSAGES, max_tokens: 2 });
+  assert.equal(rejected.status, 404);
+  const bad = await server.post('/v1/chat/completions', { model: SERVED, messages: MESSAGES, temperature: 9 });
+  assert.equal(bad.status, 400);
+  const ok = await server.post('/v1/chat/completions', { model: SERVED, messages: MESSAGES, max_tokens: 2 });
+  assert.equal(ok.status, 200);
+
+  let lines = [];
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    lines = server.stderrLines().filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    if (lines.some((l) => l.id === ok.json.id) || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const notFound = lines.filter((l) => l.status === 404 && l.error?.includes(marker));
+  assert.equal(notFound.length, 1, `one line for the 404: ${JSON.stringify(lines)}`);
+  assert.equal(notFound[0].path, '/v1/chat/completions');
+  assert.equal(notFound[0].method, 'POST');
+  assert.equal(typeof notFound[0].error_type, 'string');
+  for (const field of ['prompt_tokens', 'completion_tokens', 'ttft_ms']) assert.ok(!(field in notFound[0]), field);
+  const badLines = lines.filter((l) => l.status === 400 && l.error?.includes('temperature'));
+  assert.equal(badLines.length, 1, `one line for the 400: ${JSON.stringify(lines)}`);
+  assert.equal(badLines[0].error_type, 'invalid_request_error');
+  assert.ok(lines.some((l) => l.status === 400 && /Content-Length/.test(l.error)), 'the Content-Length 400s were logged');
+  // The completed request keeps its line format.
+  const done = lines.find((l) => l.id === ok.json.id);
+  assert.ok(done, 'log line of the completed request');
+  for (const field of ['status', 'finish_reason', 'prompt_tokens', 'completion_tokens', 'e2e_ms']) assert.ok(field in done, field);
+});

@@ -1,0 +1,81 @@
+// HTTP worker threads: the count follows the documented rule (running + waiting requests + spares)
+// and is bounded; the pool runs jobs on that many threads at once, and a thread that cannot be
+// created is an error, not std::terminate.
+#include "server/http_worker_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <system_error>
+
+#include "core/error.h"
+
+namespace qs {
+namespace {
+
+TEST(HttpWorkerThreads, OnePerRunningOrWaitingRequestPlusSpares) {
+  EXPECT_EQ(http_worker_threads(16, 256), 16 + 256 + kHttpSpareThreads);
+  EXPECT_EQ(http_worker_threads(16, 0), 16 + kHttpSpareThreads) << "--max-queue 0: no queue threads";
+  EXPECT_EQ(http_worker_threads(1, kMaxHttpThreads - kHttpSpareThreads - 1), kMaxHttpThreads);
+}
+
+TEST(HttpWorkerThreads, AboveTheLimitIsAnErrorNamingTheOptionsAndTheLimit) {
+  try {
+    http_worker_threads(16, 100000);
+    FAIL() << "no error for --max-queue 100000";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--max-queue 100000"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(kMaxHttpThreads)), std::string::npos) << message;
+    EXPECT_NE(message.find("--max-queue " + std::to_string(kMaxHttpThreads - kHttpSpareThreads - 16) + " or less"),
+              std::string::npos) << message;
+  }
+  EXPECT_THROW(http_worker_threads(kMaxHttpThreads, 0), Error);
+}
+
+TEST(HttpWorkerPool, RunsJobsOnAllThreadsAtOnce) {
+  constexpr int kThreads = 4;
+  HttpWorkerPool pool(kThreads);
+  EXPECT_EQ(pool.size(), static_cast<size_t>(kThreads));
+  // Each job waits until all kThreads jobs have started: this finishes only if they run together.
+  std::mutex mutex;
+  std::condition_variable cond;
+  int started = 0;
+  std::atomic<int> finished{0};
+  for (int i = 0; i < kThreads; ++i) {
+    pool.enqueue([&] {
+      std::unique_lock<std::mutex> lock(mutex);
+      ++started;
+      cond.notify_all();
+      if (cond.wait_for(lock, std::chrono::seconds(10), [&] { return started == kThreads; })) ++finished;
+    });
+  }
+  for (int i = 0; i < 100; ++i) pool.enqueue([&] { ++finished; });
+  pool.shutdown();  // runs what is queued, then joins
+  EXPECT_EQ(finished.load(), kThreads + 100);
+  pool.shutdown();  // idempotent
+}
+
+TEST(HttpWorkerPool, ThreadCreationFailureIsAnErrorAndStopsTheStartedThreads) {
+  int spawned = 0;
+  const HttpWorkerPool::Spawn fail_after_three = [&](std::function<void()> body) {
+    if (spawned == 3) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    ++spawned;
+    return std::thread(std::move(body));
+  };
+  try {
+    HttpWorkerPool pool(8, fail_after_three);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("cannot start 8 HTTP worker threads (3 started)"), std::string::npos) << message;
+  }
+  EXPECT_EQ(spawned, 3);  // and the process is still alive: the 3 threads were joined
+}
+
+}  // namespace
+}  // namespace qs

@@ -1,0 +1,50 @@
+// Log lines of rejected requests: the OpenAI error's type/code/message, no token counts, one line
+// even when the decoded path holds a newline.
+#include "server/rejection_log.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace qs {
+namespace {
+
+TEST(RejectionLog, JsonLineCarriesStatusAndTheErrorButNoTokenCounts) {
+  const ApiError error(404, "The model `nope` does not exist.", "model", "NotFoundError", "model_not_found");
+  const RejectedRequest r = rejected_request(error, "POST", "/v1/chat/completions");
+  // 2025-01-31T23:59:58.123Z = 1738367998123 ms after the epoch.
+  const std::chrono::system_clock::time_point at{std::chrono::milliseconds(1738367998123)};
+  const std::string line = rejection_log_line(r, at);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["ts"], "2025-01-31T23:59:58.123Z");
+  EXPECT_TRUE(j["id"].is_null());
+  EXPECT_EQ(j["status"], 404);
+  EXPECT_EQ(j["method"], "POST");
+  EXPECT_EQ(j["path"], "/v1/chat/completions");
+  EXPECT_EQ(j["error_type"], "NotFoundError");
+  EXPECT_EQ(j["error_code"], "model_not_found");
+  EXPECT_EQ(j["error"], "The model `nope` does not exist.");
+  for (const char* absent : {"prompt_tokens", "completion_tokens", "cached_tokens", "ttft_ms"}) {
+    EXPECT_FALSE(j.contains(absent)) << absent;
+  }
+}
+
+TEST(RejectionLog, EmptyTypeAndCodeAreNull) {
+  const RejectedRequest r = rejected_request(ApiError(413, "HTTP 413", "", "", ""), "POST", "/x");
+  const nlohmann::json j = nlohmann::json::parse(rejection_log_line(r, std::chrono::system_clock::now()));
+  EXPECT_TRUE(j["error_type"].is_null());
+  EXPECT_TRUE(j["error_code"].is_null());
+  EXPECT_EQ(j["error"], "HTTP 413");
+}
+
+TEST(RejectionLog, TextLineQuotesPathAndMessage) {
+  RejectedRequest r{429, "POST", "/v1/a\nb", "rate_limit_error", "queue_full", "server \"overloaded\""};
+  const std::string line = rejection_text_line(r);
+  EXPECT_EQ(line, R"(- status=429 method=POST path="/v1/a\nb" type=rate_limit_error code=queue_full error="server \"overloaded\"")");
+}
+
+}  // namespace
+}  // namespace qs
