@@ -8,6 +8,7 @@
 //
 // Memory traffic per weight element: Q8_0 1.06 B, Q4_0 0.56 B, Q4_K 0.56 B, Q5_K 0.69 B,
 // Q6_K 0.82 B; decode (one token) is bound by streaming these bytes.
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -427,31 +428,112 @@ void q4_k_row_x4(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* a, floa
   store_diff(acc, macc, n_tok, y, y_stride);
 }
 
-// 4 weight rows x 1 token (decode and token tails), prefetching the next 4-row group linearly.
+// --- decode (4 rows x 1 token) helpers shared by Q4_K and Q6_K ---------------------------------
+//
+// Decode streams every weight byte once, so these kernels count vector uops per super-block (on
+// the target, Zen 4 with AVX2 only, about 4 retire per cycle, at most 2 of them maddubs / madd /
+// FMA): the 4 rows' f16 scales are gathered with scalar loads into one conversion instead of
+// inserts, and the per-row reductions and float steps of the 4 rows (and Q4_K's min terms) share
+// vectors. Tried and dropped: storing the (sc, sc) madd pairs once per block and broadcasting
+// each sub-block's pair from memory instead of a byte shuffle (0.85x: a 32-bit load from inside a
+// recent 256-bit store is not forwarded; still 0.9x with the store one block ahead), and vpermd
+// instead of vpshufb for that broadcast (0.95x).
+
+// Prefetches the 576 bytes (4 Q4_K blocks, 9 lines) or 840 bytes (4 Q6_K blocks, 14 lines) at p
+// with fixed offsets: when p is not line aligned the last line is the first of the next call's
+// span, so each line is still prefetched (at most one block step late) without a loop over lines.
+// The prefetched span runs one 4-row group (4 rows' bytes) ahead. Two SMT threads share the 32 KB
+// L1, so beyond kL1PrefetchDistance bytes ahead the lines go to L2 only: prefetched into L1 they
+// were evicted before use (interleaved runs at 2 threads, 2560 x 9728: Q4_K and Q6_K 1.2-1.4x
+// faster with T1; in = 4096, 9.2 / 13.4 KB ahead: 1.05-1.1x; at in = 2560, 5.8 / 8.4 KB ahead:
+// Q4_K 0.9x, Q6_K 0.95x in the microbench, so T0 there).
+constexpr int64_t kL1PrefetchDistance = 9000;
+
+template <int kLines>
+inline void prefetch_lines(const char* p, bool to_l2) {
+  if (to_l2) {
+    for (int i = 0; i < kLines; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T1);
+  } else {
+    for (int i = 0; i < kLines; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T0);
+  }
+}
+
+// Four 16-bit values (one per row) as one 64-bit scalar, built with scalar loads and shifts (on
+// the integer ALUs, not the vector pipes).
+inline uint64_t gather4_u16(const void* p0, const void* p1, const void* p2, const void* p3) {
+  uint16_t v[4];
+  std::memcpy(&v[0], p0, 2);
+  std::memcpy(&v[1], p1, 2);
+  std::memcpy(&v[2], p2, 2);
+  std::memcpy(&v[3], p3, 2);
+  return v[0] | uint64_t{v[1]} << 16 | uint64_t{v[2]} << 32 | uint64_t{v[3]} << 48;
+}
+
+// [s0.lo + s0.hi | s1.lo + s1.hi] (128-bit halves, exact int32).
+inline __m256i fold_halves2(__m256i s0, __m256i s1) {
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20), _mm256_permute2x128_si256(s0, s1, 0x31));
+}
+
+// 4 Q4_K rows x 1 token (decode and token tails), prefetching the next 4-row group linearly.
+//
+// Per row and super-block the exact int32 totals are T = sum_j sc[j] * (q . a)_j and
+// M = sum_j m[j] * bsum32_j (as in q4_k_block). Bounds: a maddubs pair sum of 4-bit levels is
+// <= 2 * 15 * 127 = 3810 (no saturation), times a 6-bit scale in madd <= 2 * 3810 * 63 per lane;
+// the block total is < 256 * 15 * 127 * 63 < 2^31.
+//
+// Lane layout of the shared vector: [T0 T2 M0 M2 | T1 T3 M1 M3]; the f16 scales are shuffled into
+// the same order [d0 d2 dmin0 dmin2 | d1 d3 dmin1 dmin3], so each lane does acc = fma(d_w * d_a,
+// float(int), acc) over the blocks (what acc does for T and macc for M in q4_k_row_x4) and
+// y_r = acc_r - macc_r: the same float operations per (row, token) as q4_k_row_x4 and the
+// repacking GEMM. The unrolled row loop keeps the 4 sums in registers; each sub-block scale is
+// one in-lane byte shuffle of sc[0..7] (int16, both 128-bit lanes).
 void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, float* y, int n_rows,
                   const char* next) {
-  __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
-  const BlockQ8_K* const a1[1] = {a};
+  static_assert(offsetof(BlockQ4_K, d) == 0 && offsetof(BlockQ4_K, dmin) == 2);
+  // d (bytes 0, 1) and dmin (2, 3) of row r in 32-bit word r -> [d0 d2 dmin0 dmin2 d1 d3 dmin1 dmin3].
+  const __m128i half_ctrl = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  const bool to_l2 = 4 * nb * static_cast<int64_t>(sizeof(BlockQ4_K)) > kL1PrefetchDistance;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ4_K));
-    prefetch_span(pf, 4 * sizeof(BlockQ4_K));
+    prefetch_lines<9>(next + b * 4 * static_cast<int64_t>(sizeof(BlockQ4_K)), to_l2);
+    const BlockQ8_K& ab = a[b];
     __m256i sumi[4];
-    __m128i mins[4];
-    const __m128i bs = bsums32(a[b]);  // shared by the 4 rows
-    for (int r = 0; r < 4; ++r) q4_k_block<1>(x[r][b], a1, b, &bs, &sumi[r], &mins[r]);
-    const __m128i v = pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3]);
-    const __m128i mv = pack4_sums128(mins[0], mins[1], mins[2], mins[3]);
-    const __m128 da = _mm_set1_ps(a[b].d);
-    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(x[0][b].d), static_cast<int16_t>(x[1][b].d),
-                                                 static_cast<int16_t>(x[2][b].d), static_cast<int16_t>(x[3][b].d),
-                                                 0, 0, 0, 0));
-    const __m128 dmin = _mm_cvtph_ps(_mm_setr_epi16(
-        static_cast<int16_t>(x[0][b].dmin), static_cast<int16_t>(x[1][b].dmin), static_cast<int16_t>(x[2][b].dmin),
-        static_cast<int16_t>(x[3][b].dmin), 0, 0, 0, 0));
-    acc = _mm_fmadd_ps(_mm_mul_ps(d, da), _mm_cvtepi32_ps(v), acc);
-    macc = _mm_fmadd_ps(_mm_mul_ps(dmin, da), _mm_cvtepi32_ps(mv), macc);
+    __m128i m16[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const BlockQ4_K& xb = x[r][b];
+      uint64_t sc8, m8;
+      unpack_scales_mins_k4(xb.scales, &sc8, &m8);
+      m16[r] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
+      const __m256i sw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+      __m256i s = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        const __m256i q = load256(xb.qs + 32 * c);
+        const __m256i p_lo = _mm256_maddubs_epi16(_mm256_and_si256(q, low_mask), load256(ab.qs + 64 * c));
+        const __m256i p_hi =
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask), load256(ab.qs + 64 * c + 32));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p_lo, _mm256_shuffle_epi8(sw, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * c)))));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p_hi, _mm256_shuffle_epi8(sw, _mm256_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * c)))));
+      }
+      sumi[r] = s;
+    }
+    const __m256i bs = _mm256_broadcastsi128_si256(bsums32(ab));
+    const __m256i mins01 = _mm256_madd_epi16(bs, _mm256_set_m128i(m16[1], m16[0]));
+    const __m256i mins23 = _mm256_madd_epi16(bs, _mm256_set_m128i(m16[3], m16[2]));
+    const __m256i v = pack4_halfsums(fold_halves2(sumi[0], sumi[1]), fold_halves2(sumi[2], sumi[3]), mins01, mins23);
+    uint32_t dd[4];
+    for (int r = 0; r < 4; ++r) std::memcpy(&dd[r], &x[r][b].d, 4);  // d, dmin adjacent
+    const __m128i halves = _mm_shuffle_epi8(
+        _mm_set_epi64x(static_cast<long long>(dd[2] | uint64_t{dd[3]} << 32), static_cast<long long>(dd[0] | uint64_t{dd[1]} << 32)),
+        half_ctrl);
+    const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(halves), _mm256_set1_ps(ab.d));
+    acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(v), acc);
   }
-  store_diff(acc, macc, n_rows, y, 1);
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  const float out[4] = {l[0] - l[2], l[4] - l[6], l[1] - l[3], l[5] - l[7]};
+  for (int r = 0; r < n_rows; ++r) y[r] = out[r];
 }
 
 // TileDotFn for the K-quants: rows in groups of 4 (their blocks stay in L1), tokens in groups of
@@ -547,20 +629,54 @@ void q6_k_row_x4(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* const* a, floa
   store_diff(acc, _mm_setzero_ps(), n_tok, y, y_stride);
 }
 
-// 4 Q6_K rows x 1 token (decode), prefetching the next 4-row group linearly.
+// 4 Q6_K rows x 1 token (decode), prefetching the next 4-row group linearly. Per row and
+// super-block the same exact int32 total as q6_k_block, with fewer uops:
+//  - the -32 offset as madd(32 * sc, -bsums): 32 * sc lies in [-4096, 4064] (int16), the negated
+//    16-element sums are shared by the 4 rows, and each product is <= 4096 * 2032 (exact int32);
+//  - the high 2 bits of each element are moved to bits 4..5 by one 16-bit shift (0, 2 or 4, left
+//    or right) and a 0x30 mask: bits 4..5 of every byte then come from the same byte's bits
+//    0..1, 2..3, 4..5 or 6..7, so nothing crosses a byte boundary;
+//  - the 4 rows' f16 scales are gathered with scalar loads into one conversion.
+// Levels are 0..63, so a maddubs pair sum is <= 2 * 63 * 127 = 16002 (no saturation). The float
+// sequence per row is that of q6_k_row_x4: acc = fma(d_w * d_a, float(total), acc).
 void q6_k_x4_rows(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* a, float* y, int n_rows, const char* next) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F), high_bits = _mm256_set1_epi8(0x30);
+  const bool to_l2 = 4 * nb * static_cast<int64_t>(sizeof(BlockQ6_K)) > kL1PrefetchDistance;
   __m128 acc = _mm_setzero_ps();
-  const BlockQ8_K* const a1[1] = {a};
   for (int64_t b = 0; b < nb; ++b) {
-    const char* pf = next + b * 4 * static_cast<int64_t>(sizeof(BlockQ6_K));
-    prefetch_span(pf, 4 * sizeof(BlockQ6_K));
+    prefetch_lines<14>(next + b * 4 * static_cast<int64_t>(sizeof(BlockQ6_K)), to_l2);
+    const BlockQ8_K& ab = a[b];
+    const __m256i neg_bsums = _mm256_sub_epi16(_mm256_setzero_si256(), load256(ab.bsums));
     __m256i sumi[4];
-    for (int r = 0; r < 4; ++r) q6_k_block<1>(x[r][b], a1, b, &sumi[r]);
-    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(x[0][b].d), static_cast<int16_t>(x[1][b].d),
-                                                 static_cast<int16_t>(x[2][b].d), static_cast<int16_t>(x[3][b].d),
-                                                 0, 0, 0, 0));
-    acc = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(a[b].d)),
-                       _mm_cvtepi32_ps(pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3])), acc);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const BlockQ6_K& xb = x[r][b];
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.scales)));
+      __m256i s = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), neg_bsums);
+      for (int h = 0; h < 2; ++h) {
+        // Scales 8h .. 8h + 7 in both 128-bit lanes; q[g]'s low half takes scale 8h + 2g, its
+        // high half 8h + 2g + 1.
+        const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+        const __m256i l0 = load256(xb.ql + 64 * h), l1 = load256(xb.ql + 64 * h + 32);
+        const __m256i hb = load256(xb.qh + 32 * h);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high_bits)),
+            _mm256_or_si256(_mm256_and_si256(l1, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high_bits)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask), _mm256_and_si256(hb, high_bits)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), high_bits)),
+        };
+        for (int g = 0; g < 4; ++g) {
+          const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))),
+                                                _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
+          const __m256i p = _mm256_maddubs_epi16(q[g], load256(ab.qs + 128 * h + 32 * g));
+          s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc_h, pick)));
+        }
+      }
+      sumi[r] = s;
+    }
+    const __m128 d = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(gather4_u16(&x[0][b].d, &x[1][b].d, &x[2][b].d, &x[3][b].d))));
+    acc = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(ab.d)), _mm_cvtepi32_ps(pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3])), acc);
   }
   store_diff(acc, _mm_setzero_ps(), n_rows, y, 1);
 }
