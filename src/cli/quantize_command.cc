@@ -33,7 +33,12 @@ int run_quantize(const QuantizeCommandOptions& opt) {
     throw Error(opt.out_path + ": output would overwrite the input");
   }
   // Checked before minutes of quantization, not when the writer opens the file.
+  if (opt.out_path.empty()) throw Error("output path is empty; name a .gguf file");
   if (fs::is_directory(opt.out_path, ec)) throw Error(opt.out_path + ": output is a directory; name a .gguf file");
+  // The writer renames OUT.tmp over OUT: never over a device, FIFO or socket (e.g. /dev/null).
+  if (const fs::file_status st = fs::status(opt.out_path, ec); fs::exists(st) && !fs::is_regular_file(st)) {
+    throw Error(opt.out_path + ": output exists and is not a regular file; name a .gguf file");
+  }
   const fs::path parent = fs::path(opt.out_path).has_parent_path() ? fs::path(opt.out_path).parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec)) throw Error(opt.out_path + ": directory '" + parent.string() + "' does not exist");
   if (::access(parent.c_str(), W_OK) != 0) throw Error(opt.out_path + ": directory '" + parent.string() + "' is not writable");

@@ -105,6 +105,7 @@ void check_configuration(ServeOptions& opt) {
 }
 
 // Waits for SIGINT/SIGTERM (blocked in every thread) on its own thread, then drains the server.
+// Further signals during the drain are ignored (the drain is bounded by --shutdown-grace).
 // Started once the server is bound; if startup fails after that, the destructor wakes it without
 // draining or printing anything.
 class SignalWatcher {
@@ -190,8 +191,8 @@ int run_serve(ServeOptions opt) {
 
     SignalWatcher signal_watcher(signals, [&](int signal_number) {
       std::fprintf(stderr, "received signal %d: draining (grace %.0f s)\n", signal_number, opt.shutdown_grace_s);
-      server.set_ready(false);
-      server.stop();
+      // New requests get 503 + Retry-After while the admitted ones finish; then stop listening.
+      server.begin_draining();
       const auto deadline = SteadyClock::now() + std::chrono::duration<double>(opt.shutdown_grace_s);
       while (SteadyClock::now() < deadline) {
         const EngineStats st = engine.stats();
@@ -199,6 +200,7 @@ int run_serve(ServeOptions opt) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       engine.shutdown();  // whatever is left finishes with "cancelled"
+      server.stop();  // also when the signal came before listen() started (see HttpServer::stop())
     });
     stage = "warming up";
     warm_up(engine, *tokenizer);

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -118,10 +119,16 @@ void HttpServer::bind() {
 
 bool HttpServer::listen() {
   if (!bound_) bind();
+  // httplib's stop() does nothing before listening starts, so a stop (e.g. SIGTERM during warm-up)
+  // is remembered here; the caller repeats stop() after its drain for the remaining window.
+  if (stop_requested_.load()) return true;
   return server_->listen_after_bind();
 }
 
-void HttpServer::stop() { server_->stop(); }
+void HttpServer::stop() {
+  stop_requested_.store(true);
+  server_->stop();
+}
 
 void HttpServer::register_routes() {
   httplib::Server& s = *server_;
@@ -146,6 +153,25 @@ void HttpServer::register_routes() {
       send_error(res, ApiError(400, "invalid Content-Length header '" + *length +
                                         "': expected one non-negative decimal number of bytes",
                                "", "invalid_request_error", "invalid_content_length"));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Decided from the headers, before httplib reads (or waits for) the body: a declared length
+    // above the limit gets 413 at once instead of after the read timeout, and a POST that neither
+    // declares a length nor is chunked (its body would end only when the client closes) gets 411
+    // (RFC 9110 section 15.5.12).
+    if (req.has_header("Content-Length")) {
+      const unsigned long long declared = std::stoull(req.get_header_value("Content-Length"));  // validated above
+      if (declared > options_.max_body_bytes) {
+        send_error(res, ApiError(413, "request body of " + std::to_string(declared) + " bytes exceeds the limit of " +
+                                          std::to_string(options_.max_body_bytes) + " bytes (--max-body-bytes)",
+                                 "", "invalid_request_error", "request_too_large"));
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    } else if (req.method == "POST" && req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
+      send_error(res, ApiError(411, "a POST needs a Content-Length header (or chunked transfer encoding)", "",
+                               "invalid_request_error", "length_required"));
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -176,7 +202,8 @@ void HttpServer::register_routes() {
     const std::string message = res.status == 413 ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
                                 : res.status == 404 ? "no route for " + req.method + " " + req.path
                                                     : "HTTP error " + std::to_string(res.status);
-    send_error(res, ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error"));
+    send_error(res, ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error",
+                             res.status == 413 ? "request_too_large" : ""));
   });
 
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -209,21 +236,29 @@ void HttpServer::register_routes() {
     send_json(res, 200, {{"status", "ok"}});
   });
   s.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
-    if (ready_.load()) {
+    if (accepting_requests()) {
       send_json(res, 200, {{"status", "ready"}});
     } else {
       send_error(res, ApiError(503, "model is loading or the server is draining", "", "service_unavailable"));
     }
   });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  auto model_object = [this](const std::string& name) -> nlohmann::json {
+    return {{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "qwenserve"},
+            {"max_model_len", engine_.context_tokens()}};
+  };
+  s.Get("/v1/models", [this, model_object](const httplib::Request&, httplib::Response& res) {
     std::vector<std::string> names{options_.served_model_name};
     names.insert(names.end(), options_.served_model_aliases.begin(), options_.served_model_aliases.end());
     nlohmann::json data = nlohmann::json::array();
-    for (const std::string& name : names) {
-      data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "qwenserve"},
-                      {"max_model_len", engine_.context_tokens()}});
+    for (auto it = names.begin(); it != names.end(); ++it) {
+      if (std::find(names.begin(), it, *it) == it) data.push_back(model_object(*it));  // each name once
     }
     send_json(res, 200, {{"object", "list"}, {"data", data}});
+  });
+  // GET /v1/models/{model} (OpenAI "Retrieve model"): the model object, or 404 model_not_found.
+  s.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    send_json(res, 200, model_object(served_model_for(name, options_)));  // throws 404 for others
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const EngineStats st = engine_.stats();
@@ -279,7 +314,7 @@ void HttpServer::register_routes() {
   // reserved first, so an overloaded or draining server answers 429 / 503 with almost no work,
   // even to a burst that arrives all at once.
   auto admission_precheck = [this] {
-    if (!ready_.load()) {
+    if (!accepting_requests()) {
       metrics_.record_admission_rejection();
       throw ApiError(503, "the server is not ready (loading or draining); retry later", "",
                      "service_unavailable", "not_ready");

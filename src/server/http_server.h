@@ -62,6 +62,9 @@ class HttpServer {
   void set_static_files(StaticFileLookup lookup) { static_files_ = std::move(lookup); }
   /// /ready answers 200 only after set_ready(true) (model loaded and warmed up).
   void set_ready(bool ready) { ready_.store(ready); }
+  /// From now on /ready and generation routes answer 503 (SIGTERM drain), whatever set_ready()
+  /// says; connections are still accepted until stop(), so newcomers get the 503 + Retry-After.
+  void begin_draining() { draining_.store(true); }
 
   /// Binds host:port (SO_REUSEADDR, never SO_REUSEPORT: a second server on a busy port fails) and
   /// starts the options.http_threads worker threads. Throws qs::Error "cannot listen on HOST:PORT:
@@ -71,7 +74,8 @@ class HttpServer {
   /// Serves until stop() (binds first if bind() was not called, throwing as bind()). Returns false
   /// when accepting connections fails.
   bool listen();
-  /// Stops accepting connections; listen() returns once in-flight requests are done.
+  /// Stops accepting connections; listen() returns once in-flight requests are done. Safe from any
+  /// thread at any time: a stop() before listen() makes listen() return at once.
   void stop();
   /// Port actually bound (useful with port 0).
   int bound_port() const { return bound_port_; }
@@ -89,8 +93,11 @@ class HttpServer {
   std::unique_ptr<HttpWorkerPool> workers_;  // started by bind(), handed to httplib by listen()
   StaticFileLookup static_files_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  bool accepting_requests() const { return ready_.load() && !draining_.load(); }
   int bound_port_ = 0;
   bool bound_ = false;
+  std::atomic<bool> stop_requested_{false};
 };
 
 }  // namespace qs

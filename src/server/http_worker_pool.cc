@@ -1,5 +1,6 @@
 #include "server/http_worker_pool.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -7,6 +8,15 @@
 namespace qs {
 
 int http_worker_threads(int64_t max_num_seqs, int64_t max_queue) {
+  // Values that wrapped on parsing (e.g. 2^64 - 1 read as -1) or would overflow the sum below.
+  if (max_queue < 0 || max_queue > INT32_MAX) {
+    throw Error("--max-queue " + std::to_string(max_queue) + " is out of range: use 0 (no limit) to " +
+                std::to_string(std::max<int64_t>(0, kMaxHttpThreads - kHttpSpareThreads - max_num_seqs)));
+  }
+  if (max_num_seqs < 1 || max_num_seqs > INT32_MAX) {
+    throw Error("--max-num-seqs " + std::to_string(max_num_seqs) + " is out of range: use 1 to " +
+                std::to_string(kMaxHttpThreads - kHttpSpareThreads));
+  }
   const int64_t needed = max_num_seqs + max_queue + kHttpSpareThreads;
   if (needed <= kMaxHttpThreads) return static_cast<int>(needed);
   const int64_t queue_room = kMaxHttpThreads - kHttpSpareThreads - max_num_seqs;

@@ -205,3 +205,54 @@ test('rejected requests get one JSON log line each (status, error type, no token
   assert.ok(done, 'log line of the completed request');
   for (const field of ['status', 'finish_reason', 'prompt_tokens', 'completion_tokens', 'e2e_ms']) assert.ok(field in done, field);
 });
+
+test('a declared body above --max-body-bytes gets 413 at once; a POST without a length gets 411', async () => {
+  // RFC 9110 15.5.14 / 15.5.12: decided from the headers, not after waiting for the body.
+  const big = await rawRequest(server.port,
+    'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2000000000\r\n\r\n{}');
+  assert.ok(!big.timedOut, 'no reply within 5 s');
+  assert.equal(big.status, 413, big.headers);
+  assert.ok(big.ms < 2000, `answered after ${big.ms.toFixed(0)} ms`);
+  assert.equal(big.json?.error?.code, 'request_too_large', big.text);
+  const none = await rawRequest(server.port,
+    'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\r\n');
+  assert.ok(!none.timedOut, 'no reply within 5 s');
+  assert.equal(none.status, 411, none.headers);
+  assert.ok(none.ms < 2000, `answered after ${none.ms.toFixed(0)} ms`);
+  assert.equal(none.json?.error?.code, 'length_required', none.text);
+  const after = await server.post('/v1/chat/completions', { model: SERVED, messages: MESSAGES, max_tokens: 2 });
+  assert.equal(after.status, 200, 'the server keeps serving');
+});
+
+test('GET /v1/models/{model}: the model object for served names, 404 model_not_found otherwise', async () => {
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: 'unused' });
+  for (const name of [SERVED, ALIAS]) {
+    const model = await client.models.retrieve(name);
+    assert.equal(model.id, name);
+    assert.equal(model.object, 'model');
+  }
+  await assert.rejects(client.models.retrieve('nonexistent'),
+    (err) => err instanceof OpenAI.NotFoundError && err.status === 404);
+});
+
+test('SIGTERM during startup stops the server instead of leaving one that ignores SIGTERM', async () => {
+  for (const delayMs of [20, 100, 400]) {
+    const model = await makeTinyModel();
+    const port = await freePort();
+    const proc = spawn(QS_BIN, ['serve', '--model', model, '--threads', '2', '--port', String(port)],
+      { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    proc.stderr.setEncoding('utf8');
+    proc.stderr.on('data', (d) => { stderr += d; });
+    proc.stdout.resume();
+    await new Promise((r) => setTimeout(r, delayMs));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 20000);
+    const [code, signal] = await once(proc, 'exit');
+    clearTimeout(timer);
+    // Before the signal mask is set up the default action ends it (signal SIGTERM); after, the
+    // drain does (exit 0). Never SIGKILL: that means it ignored SIGTERM.
+    assert.notEqual(signal, 'SIGKILL', `SIGTERM after ${delayMs} ms: still running after 20 s; stderr:\n${stderr}`);
+    assert.ok(code === 0 || signal === 'SIGTERM', `SIGTERM after ${delayMs} ms: code ${code}, signal ${signal}; stderr:\n${stderr}`);
+  }
+});

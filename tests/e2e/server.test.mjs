@@ -811,16 +811,21 @@ test('a request waiting for a slot gets SSE keep-alive comments (--max-num-seqs 
   }
 });
 
-test('SIGTERM lets an in-flight stream finish, then exits 0', async () => {
+test('SIGTERM lets an in-flight stream finish, answers newcomers 503 meanwhile, then exits 0', async () => {
   let signalled = false;
+  let newcomer;
   const r = await limits.stream('/v1/chat/completions',
-    { model: 'qwenserve', messages: [{ role: 'user', content: 'hi' }], temperature: 0, max_tokens: 60, stream: true,
+    { model: 'qwenserve', messages: [{ role: 'user', content: 'hi' }], temperature: 0, max_tokens: 200, stream: true,
       stream_options: { include_usage: true } },
     {
       onEvent: (ev) => {
         if (!signalled && ev.json?.choices?.[0]?.delta?.content) {
           signalled = true;
           limits.proc.kill('SIGTERM');
+          // While the stream drains, the listener stays open and a new request is refused with
+          // 503 + Retry-After (not a refused connection).
+          newcomer = new Promise((r) => setTimeout(r, 20)).then(() => limits.post('/v1/chat/completions',
+            { model: 'qwenserve', messages: [{ role: 'user', content: 'late' }], max_tokens: 2 }));
         }
       },
     });
@@ -828,7 +833,10 @@ test('SIGTERM lets an in-flight stream finish, then exits 0', async () => {
   assert.deepEqual(r.errors, []);
   assert.equal(r.events.at(-1)?.data, '[DONE]', 'the stream completed after SIGTERM');
   const usage = r.events.at(-2)?.json?.usage;
-  assert.equal(usage?.completion_tokens, 60, 'all 60 tokens were generated');
+  assert.equal(usage?.completion_tokens, 200, 'all 200 tokens were generated');
+  const late = await newcomer;
+  assert.equal(late.status, 503, late.text);
+  assert.ok(late.headers.get('retry-after'), 'Retry-After on the 503');
   const exit = await limits.stop();
   assert.deepEqual(exit, { code: 0, signal: null }, limits.stderr.slice(-2000));
 });

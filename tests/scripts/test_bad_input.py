@@ -807,6 +807,11 @@ def clean_cases():
     c["quantize-output-is-a-directory"] = lambda: expect_error(
         "quantize", CASES_DIR, [CASES_DIR], ["is a directory"], ["quantize", CLEAN_GGUF, CASES_DIR, "--type", "q8_0"])
     missing_dir = os.path.join(CASES_DIR, "no-such-dir", "out.gguf")
+    # Never renamed over a device file (as root this replaced /dev/null with the model).
+    c["quantize-output-is-a-device"] = lambda: expect_error(
+        "quantize", "/dev/null", ["/dev/null"], ["not a regular file"], ["quantize", CLEAN_GGUF, "/dev/null", "--type", "q8_0"])
+    c["quantize-output-path-empty"] = lambda: expect_error(
+        "quantize", "", ["output path"], ["empty"], ["quantize", CLEAN_GGUF, "", "--type", "q8_0"])
     c["quantize-output-directory-missing"] = lambda: expect_error(
         "quantize", missing_dir, [missing_dir], ["does not exist"], ["quantize", CLEAN_GGUF, missing_dir, "--type", "q8_0"])
 

@@ -37,6 +37,15 @@ TEST(HttpWorkerThreads, AboveTheLimitIsAnErrorNamingTheOptionsAndTheLimit) {
   EXPECT_THROW(http_worker_threads(kMaxHttpThreads, 0), Error);
 }
 
+TEST(HttpWorkerThreads, WrappedOrHugeValuesAreErrorsNotUnlimited) {
+  // 2^64 - 1 parsed into an int64 option reads as -1; it must not mean "no limit".
+  EXPECT_THROW(http_worker_threads(16, -1), Error);
+  EXPECT_THROW(http_worker_threads(16, INT64_MAX), Error);
+  EXPECT_THROW(http_worker_threads(0, 4), Error);
+  EXPECT_THROW(http_worker_threads(INT64_MAX, 4), Error);
+  EXPECT_EQ(http_worker_threads(16, 0), 16 + kHttpSpareThreads);
+}
+
 TEST(HttpWorkerPool, RunsJobsOnAllThreadsAtOnce) {
   constexpr int kThreads = 4;
   HttpWorkerPool pool(kThreads);
