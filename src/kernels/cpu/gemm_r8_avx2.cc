@@ -210,24 +210,24 @@ void q4_k_r8_tokens(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float
 struct alignas(32) Q6KR8 {
   uint8_t qs[8][8][32];
   int16_t scales[16][16];      // [k][2r], [k][2r + 1] = scales[k] of row r (madd pairs)
-  int16_t scale_pairs[8][16];  // [p][2r + i] = scales[2p + i] of row r (for the -32 offset)
+  int16_t offset_pairs[8][16];  // [p][2r + i] = -32 * scales[2p + i] of row r (the -32 offset)
   float d[8];
 };
 static_assert(sizeof(Q6KR8) == 2848);
 
-// The 256 quants of one Q6_K block as 8 vectors of 32 bytes in element order (see BlockQ6_K).
+// The 256 levels (0..63) of one Q6_K block as 8 vectors of 32 bytes in element order (see
+// BlockQ6_K). The high 2 bits go to bits 4..5 with one 16-bit shift (by 4, 2, 0 or -2) and a 0x30
+// mask: bits 4..5 of each byte then come from bits 0..1, 2..3, 4..5 or 6..7 of the same byte.
 inline void decode_q6_k(const BlockQ6_K& x, __m256i q[8]) {
-  const __m256i low_mask = _mm256_set1_epi8(0x0F), two_bits = _mm256_set1_epi8(3);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F), high_bits = _mm256_set1_epi8(0x30);
   for (int h = 0; h < 2; ++h) {
     const __m256i l0 = load256(x.ql + 64 * h), l1 = load256(x.ql + 64 * h + 32);
     const __m256i hb = load256(x.qh + 32 * h);
-    q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(hb, two_bits), 4));
-    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two_bits), 4));
-    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two_bits), 4));
+    q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high_bits));
+    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high_bits));
+    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask), _mm256_and_si256(hb, high_bits));
     q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two_bits), 4));
+                                   _mm256_and_si256(_mm256_srli_epi16(hb, 2), high_bits));
   }
 }
 
@@ -246,7 +246,7 @@ void repack_q6_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q
       const __m256i mask16 = _mm256_set1_epi32(0xFFFF);
       lo[r] = _mm256_or_si256(_mm256_and_si256(s_lo, mask16), _mm256_slli_epi32(s_lo, 16));
       hi[r] = _mm256_or_si256(_mm256_and_si256(s_hi, mask16), _mm256_slli_epi32(s_hi, 16));
-      pairs[r] = _mm256_cvtepi8_epi16(s8);
+      pairs[r] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(s8), _mm256_set1_epi16(-32));  // |.| <= 4096
       o.d[r] = _cvtsh_ss(x.d);
     }
     transpose8x8_epi32(lo);
@@ -255,7 +255,7 @@ void repack_q6_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q
     for (int k = 0; k < 8; ++k) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.scales[k]), lo[k]);
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.scales[8 + k]), hi[k]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(o.scale_pairs[k]), pairs[k]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.offset_pairs[k]), pairs[k]);
     }
     for (int g = 0; g < 8; ++g) {
       __m256i m[8];
@@ -266,13 +266,24 @@ void repack_q6_k_r8(int64_t nb, const uint8_t* w, size_t w_stride, int n_rows, Q
   }
 }
 
-// Lane r: sum_k scales[r][k] * bsums[k] (exact int32; the kernels subtract 32 times it).
+// Lane r: -32 * sum_k scales[r][k] * bsums[k], the -32 of every quant through the activation
+// sums: one madd per pair of sub-blocks with the pair's bsums broadcast from memory. Exact int32:
+// |-32 * sc| <= 4096 and |bsum| <= 16 * 128, so each product is < 2^23 and the 16 of a row < 2^27.
 inline __m256i offset_products(const int16_t pairs[8][16], const BlockQ8_K& a) {
-  const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums)));
-  const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8)));
-  return _mm256_add_epi32(madd_pairs4(pairs, lo), madd_pairs4(pairs + 4, hi));
+  const int8_t* bs = reinterpret_cast<const int8_t*>(a.bsums);
+  __m256i s = _mm256_madd_epi16(load256(pairs[0]), bcast32(bs));
+  for (int p = 1; p < 8; ++p) s = _mm256_add_epi32(s, _mm256_madd_epi16(load256(pairs[p]), bcast32(bs + 4 * p)));
+  return s;
 }
 
+// NT tokens (1..4) against one repacked group. Per sub-block its 4 weight vectors and scale pairs
+// are pinned in registers (left alone GCC recomputed vector addresses from k with scalar shifts
+// per step); per token and sub-block: 4 broadcasts, 4 maddubs, 2 int16 adds (a maddubs pair sum of
+// levels 0..63 is <= 2 * 63 * 127 = 16002, so two of them fit int16, four would not), 2 madd,
+// 2 int32 adds. The -32 offset is one madd per pair of sub-blocks and token (offset_products),
+// not per vector. Tried and slower (1 thread, 64 tokens, 0.9-0.97x): storing |q - 32| and its sign
+// mask as the Q8_0 path does (the sign XOR per token and vector costs more than the madd and
+// offset it saves, even though 4 pair sums of |w| <= 32 would fit int16); 3, 5 or 6 tokens.
 template <int NT>
 void q6_k_r8_tokens(int64_t nb, const Q6KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride,
                     int n_rows) {
@@ -281,21 +292,27 @@ void q6_k_r8_tokens(int64_t nb, const Q6KR8* w, const BlockQ8_K* const* a, float
   for (int64_t b = 0; b < nb; ++b) {
     const Q6KR8& x = w[b];
     __m256i isum[NT];
-    for (int t = 0; t < NT; ++t) {  // the -32 of every quant, through the activation sums (exact)
-      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset_products(x.scale_pairs, a[t][b]), 5));
-    }
+    for (int t = 0; t < NT; ++t) isum[t] = offset_products(x.offset_pairs, a[t][b]);
     for (int k = 0; k < 16; ++k) {  // sub-blocks of 16: 4 vectors, int16 sums of 2
-      const int g = k / 2, v0 = 4 * (k % 2);
-      const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0]));
-      const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0 + 1]));
-      const __m256i q2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0 + 2]));
-      const __m256i q3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[g][v0 + 3]));
-      const __m256i sc = load256(x.scales[k]);
+      const uint8_t* qk = x.qs[0][0] + 128 * k;
+      __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk));
+      __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk + 32));
+      __m256i q2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk + 64));
+      __m256i q3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk + 96));
+      __m256i sc = load256(x.scales[k]);
+      pin(q0);
+      pin(q1);
+      pin(q2);
+      pin(q3);
+      pin(sc);
       for (int t = 0; t < NT; ++t) {
         const int8_t* q = a[t][b].qs + 16 * k;
         const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast32(q)), _mm256_maddubs_epi16(q1, bcast32(q + 4)));
         const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(q2, bcast32(q + 8)), _mm256_maddubs_epi16(q3, bcast32(q + 12)));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s01, sc), _mm256_madd_epi16(s23, sc)));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s01, sc));
+        pin(isum[t]);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s23, sc));
+        pin(isum[t]);
       }
     }
     const __m256 d = _mm256_load_ps(x.d);
@@ -462,10 +479,14 @@ struct Q80Kernels {
 // kernel and the unrolled Q4_K steps (threads:1): Q8_0 at 4 tokens is still 1.13x faster
 // row-major; Q4_K at 2 tokens is 1.1x faster repacked in this L3-resident benchmark, but batched
 // decode streams its weights from DRAM, where the row-major tiles' prefetch matters, so the
-// threshold stays at 4 until it is measured there.
+// threshold stays at 4 until it is measured there. Q6_K after the cheaper repack (6-bit decode
+// with one shift + mask per vector) and kernel: 1.3x faster than row-major at 8 tokens and 1.1x
+// at 6, 0.93x at 4 (1 thread, 2560 x 2560, in-process, best of 15); the 2-thread microbench at 8
+// tokens gave ~1.1x on a loaded machine, so the threshold is 8 (not yet measured with the weights
+// streamed from DRAM in batched decode).
 constexpr int kQ4KMinTokens = 4;
 constexpr int kQ80MinTokens = 8;
-constexpr int kQ6KMinTokens = 16;
+constexpr int kQ6KMinTokens = 8;
 
 }  // namespace
 
