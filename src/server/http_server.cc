@@ -120,7 +120,8 @@ void HttpServer::bind() {
 bool HttpServer::listen() {
   if (!bound_) bind();
   // httplib's stop() does nothing before listening starts, so a stop (e.g. SIGTERM during warm-up)
-  // is remembered here; the caller repeats stop() after its drain for the remaining window.
+  // is remembered here. A stop() between this check and httplib marking itself running is still
+  // lost (a window of a few instructions).
   if (stop_requested_.load()) return true;
   return server_->listen_after_bind();
 }
@@ -149,12 +150,16 @@ void HttpServer::register_routes() {
     t_answered_error.reset();  // in case the previous response on this thread was never logged
     // Runs after the headers are read and before the body is: a bad length cannot delimit the
     // body, so the connection is closed after the 400.
-    if (const std::optional<std::string> length = invalid_content_length(req)) {
-      send_error(res, ApiError(400, "invalid Content-Length header '" + *length +
-                                        "': expected one non-negative decimal number of bytes",
-                               "", "invalid_request_error", "invalid_content_length"));
+    // Answers from the headers alone and closes the connection: the body is not read.
+    auto reject_and_close = [&res](const ApiError& error) {
+      send_error(res, error);
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
+    };
+    if (const std::optional<std::string> length = invalid_content_length(req)) {
+      return reject_and_close(ApiError(400, "invalid Content-Length header '" + *length +
+                                                "': expected one non-negative decimal number of bytes",
+                                       "", "invalid_request_error", "invalid_content_length"));
     }
     // Decided from the headers, before httplib reads (or waits for) the body: a declared length
     // above the limit gets 413 at once instead of after the read timeout, and a POST that neither
@@ -163,17 +168,14 @@ void HttpServer::register_routes() {
     if (req.has_header("Content-Length")) {
       const unsigned long long declared = std::stoull(req.get_header_value("Content-Length"));  // validated above
       if (declared > options_.max_body_bytes) {
-        send_error(res, ApiError(413, "request body of " + std::to_string(declared) + " bytes exceeds the limit of " +
-                                          std::to_string(options_.max_body_bytes) + " bytes (--max-body-bytes)",
-                                 "", "invalid_request_error", "request_too_large"));
-        res.set_header("Connection", "close");
-        return httplib::Server::HandlerResponse::Handled;
+        return reject_and_close(ApiError(413, "request body of " + std::to_string(declared) +
+                                                  " bytes exceeds the limit of " + std::to_string(options_.max_body_bytes) +
+                                                  " bytes (--max-body-bytes)",
+                                         "", "invalid_request_error", "request_too_large"));
       }
     } else if (req.method == "POST" && req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
-      send_error(res, ApiError(411, "a POST needs a Content-Length header (or chunked transfer encoding)", "",
-                               "invalid_request_error", "length_required"));
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
+      return reject_and_close(ApiError(411, "a POST needs a Content-Length header (or chunked transfer encoding)", "",
+                                       "invalid_request_error", "length_required"));
     }
     if (!options_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
         req.get_header_value("Authorization") != "Bearer " + options_.api_key) {

@@ -55,13 +55,14 @@ int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobCon
   return static_cast<int32_t>(std::min<int64_t>(ctx.options.default_max_tokens, context - n_prompt));
 }
 
-GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const JobContext& ctx,
+// `model`: the served name the request asked for (served_model_for).
+GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const JobContext& ctx, std::string model,
                        std::vector<int32_t> prompt_ids) {
   GenerationJob job;
   job.api = api;
   job.arrival = SteadyClock::now();
   job.id = random_id(api == GenerationJob::Api::kChat ? "chatcmpl" : "cmpl");
-  job.model = served_model_for(f.model, ctx.options);
+  job.model = std::move(model);
   job.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
   job.stream = f.stream;
@@ -120,10 +121,10 @@ std::string render_chat_prompt(const JobContext& ctx, const nlohmann::ordered_js
 }
 
 GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx) {
-  served_model_for(request.fields.model, ctx.options);  // 404 before any templating or tokenizing
+  std::string model = served_model_for(request.fields.model, ctx.options);  // 404 before any templating
   const std::string prompt = render_chat_prompt(ctx, request.messages, request.tools,
                                                 request.chat_template_kwargs, true);
-  GenerationJob job = base_job(request.fields, GenerationJob::Api::kChat, ctx, ctx.tokenizer.encode(prompt));
+  GenerationJob job = base_job(request.fields, GenerationJob::Api::kChat, ctx, std::move(model), ctx.tokenizer.encode(prompt));
   const bool tool_choice_none = request.tool_choice.is_string() && request.tool_choice == "none";
   job.parse_tool_calls = request.tools.is_array() && !request.tools.empty() && !tool_choice_none;
   job.split_reasoning = ctx.chat_template.source().find("<think>") != std::string::npos;
@@ -131,10 +132,10 @@ GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx) 
 }
 
 GenerationJob build_completion_job(const CompletionRequest& request, const JobContext& ctx) {
-  served_model_for(request.fields.model, ctx.options);  // 404 before any tokenizing
+  std::string model = served_model_for(request.fields.model, ctx.options);  // 404 before any tokenizing
   std::vector<int32_t> ids = request.prompt_text ? ctx.tokenizer.encode(*request.prompt_text) : request.prompt_ids;
   if (ids.empty()) throw invalid_param("prompt", "prompt must not be empty");
-  GenerationJob job = base_job(request.fields, GenerationJob::Api::kCompletion, ctx, std::move(ids));
+  GenerationJob job = base_job(request.fields, GenerationJob::Api::kCompletion, ctx, std::move(model), std::move(ids));
   job.echo = request.fields.echo;
   job.prompt_text = request.prompt_text ? *request.prompt_text : ctx.tokenizer.decode(request.prompt_ids);
   return job;
