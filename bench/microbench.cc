@@ -30,11 +30,11 @@
 #include <immintrin.h>
 #endif
 
-#include "core/dtype.h"
-#include "core/tensor.h"
+#include "formats/dtype.h"
+#include "formats/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/matmul.h"
-#include "quant/quantize.h"
+#include "backend/cpu/kernels/matmul.h"
+#include "formats/quantize.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
 #include "chat/chat_template.h"
 
-#include "chat/template_builtins.h"
-#include "chat/template_error.h"
-#include "chat/template_evaluator.h"
-#include "chat/template_lexer.h"
-#include "chat/template_parser.h"
+#include "jinja/template_builtins.h"
+#include "jinja/template_error.h"
+#include "jinja/template_evaluator.h"
+#include "jinja/template_lexer.h"
+#include "jinja/template_parser.h"
 #include "core/error.h"
 
 namespace qs {

@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "quant/model_quantizer.h"
+#include "quantize/model_quantizer.h"
 
 namespace qs::cli {
 namespace {

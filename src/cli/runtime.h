@@ -9,8 +9,8 @@
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model_loader.h"
-#include "model/model_runner.h"
-#include "quant/model_quantizer.h"
+#include "backend/cpu/model_runner.h"
+#include "quantize/model_quantizer.h"
 
 namespace qs::cli {
 

@@ -24,7 +24,7 @@
 #include "engine/scheduler.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
-#include "model/model_runner.h"
+#include "backend/cpu/model_runner.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs {

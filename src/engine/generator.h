@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
-#include "model/model_runner.h"
+#include "backend/cpu/model_runner.h"
 #include "sampling/sampling_params.h"
 
 namespace qs {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
+#include "formats/dtype.h"
 #include "io/gguf_reader.h"
 
 namespace qs {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/mapped_file.h"
-#include "core/tensor.h"
+#include "formats/tensor.h"
 
 namespace qs {
 

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "core/dtype.h"
+#include "formats/dtype.h"
 #include "kv/block_pool.h"
 #include "model/model_config.h"
 

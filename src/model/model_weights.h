@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "formats/tensor.h"
 #include "model/model_config.h"
 
 namespace qs {

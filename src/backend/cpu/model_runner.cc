@@ -1,0 +1,216 @@
+#include "backend/cpu/model_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "backend/cpu/kernels/norm_rope.h"
+#include "backend/cpu/kernels/paged_attention.h"
+
+namespace qs {
+
+namespace {
+constexpr int64_t kMaxHeadDim = 512;
+// Tokens whose quantized activations are held at once by the matmul scratch (~1.1 bytes per
+// input feature each); larger batches are processed in chunks of this many tokens.
+constexpr int64_t kMaxMatmulChunkTokens = 512;
+}
+
+ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights, KvCache& cache,
+                         ThreadPool& pool, int64_t max_batch_tokens, int64_t max_context_tokens)
+    : config_(config),
+      weights_(weights),
+      cache_(cache),
+      pool_(pool),
+      max_batch_tokens_(max_batch_tokens),
+      max_context_tokens_(max_context_tokens),
+      scratch_(pool.n_threads(),
+               std::max({config.hidden_size, config.intermediate_size, config.q_dim()}),
+               std::min<int64_t>(std::max<int64_t>(max_batch_tokens, 1), kMaxMatmulChunkTokens)) {
+  if (config.head_dim > kMaxHeadDim) {
+    throw Error("head_dim " + std::to_string(config.head_dim) + " exceeds the supported " +
+                std::to_string(kMaxHeadDim));
+  }
+  if (max_batch_tokens < 1 || max_context_tokens < 1) {
+    throw Error("ModelRunner: batch and context limits must be positive");
+  }
+  const auto n = static_cast<size_t>(max_batch_tokens);
+  x_.resize(n * config.hidden_size);
+  h_.resize(n * config.hidden_size);
+  q_.resize(n * config.q_dim());
+  k_.resize(n * config.kv_dim());
+  v_.resize(n * config.kv_dim());
+  attn_out_.resize(n * config.q_dim());
+  gate_.resize(n * config.intermediate_size);
+  up_.resize(n * config.intermediate_size);
+  rope_.resize(n * config.head_dim);
+  last_h_.resize(n * config.hidden_size);
+
+  auto add_vector = [&](const TensorView* t) {
+    if (t == nullptr) return;
+    std::vector<float> values(static_cast<size_t>(t->n_elements()));
+    dequantize_row(t->dtype, t->data, values.data(), t->n_elements());
+    vectors_.emplace_back(t, std::move(values));
+  };
+  add_vector(weights.final_norm);
+  for (const LayerWeights& l : weights.layers) {
+    for (const TensorView* t : {l.attn_norm, l.ffn_norm, l.q_norm, l.k_norm, l.q_bias, l.k_bias,
+                                l.v_bias}) {
+      add_vector(t);
+    }
+  }
+}
+
+const float* ModelRunner::vector_f32(const TensorView* t) {
+  if (t == nullptr) return nullptr;
+  for (const auto& [view, values] : vectors_) {
+    if (view == t) return values.data();
+  }
+  throw Error("ModelRunner: vector '" + t->name + "' was not prepared");
+}
+
+void ModelRunner::validate(const Batch& batch) const {
+  const int64_t n = batch.n_tokens();
+  if (n < 1) throw Error("forward: empty batch");
+  if (n > max_batch_tokens_) {
+    throw Error("forward: batch of " + std::to_string(n) + " tokens exceeds max_batch_tokens " +
+                std::to_string(max_batch_tokens_));
+  }
+  if (batch.positions.size() != static_cast<size_t>(n) ||
+      batch.seq_index.size() != static_cast<size_t>(n)) {
+    throw Error("forward: token_ids, positions and seq_index differ in length");
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t token = batch.token_ids[i];
+    if (token < 0 || token >= config_.vocab_size) {
+      throw Error("forward: token id " + std::to_string(token) + " outside the vocabulary [0, " +
+                  std::to_string(config_.vocab_size) + ")");
+    }
+    const int32_t seq = batch.seq_index[i];
+    if (seq < 0 || static_cast<size_t>(seq) >= batch.sequences.size() ||
+        batch.sequences[seq].block_table == nullptr) {
+      throw Error("forward: token " + std::to_string(i) + " has no sequence");
+    }
+    const int32_t pos = batch.positions[i];
+    if (pos < 0 || pos >= max_context_tokens_) {
+      throw Error("forward: position " + std::to_string(pos) + " outside the context of " +
+                  std::to_string(max_context_tokens_) + " tokens");
+    }
+    const auto& table = *batch.sequences[seq].block_table;
+    if (static_cast<size_t>(pos / kKvBlockSize) >= table.size()) {
+      throw Error("forward: block table of sequence " + std::to_string(seq) +
+                  " does not cover position " + std::to_string(pos));
+    }
+  }
+  for (int32_t index : batch.logits_indices) {
+    if (index < 0 || index >= n) throw Error("forward: logits index out of range");
+  }
+}
+
+void ModelRunner::embed(const Batch& batch) {
+  const int64_t hidden = config_.hidden_size;
+  const TensorView& table = *weights_.embed_tokens;
+  const size_t stride = row_bytes(table.dtype, hidden);
+  pool_.parallel_for(batch.n_tokens(), [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      dequantize_row(table.dtype, table.data + stride * batch.token_ids[i], &x_[i * hidden], hidden);
+    }
+  });
+}
+
+void ModelRunner::norm_rows(const float* x, const TensorView& weight, int64_t n_tokens, float* out) {
+  const int64_t hidden = config_.hidden_size;
+  const float* w = vector_f32(&weight);
+  pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      kernels::rms_norm(x + i * hidden, w, hidden, config_.rms_norm_eps, out + i * hidden);
+    }
+  });
+}
+
+void ModelRunner::attention_block(const Batch& batch, int64_t layer) {
+  const LayerWeights& w = weights_.layers[layer];
+  const int64_t n = batch.n_tokens();
+  const int64_t hidden = config_.hidden_size;
+  const int64_t d = config_.head_dim;
+  const int64_t q_dim = config_.q_dim();
+  const int64_t kv_dim = config_.kv_dim();
+  norm_rows(x_.data(), *w.attn_norm, n, h_.data());
+  kernels::matmul(*w.q_proj, h_.data(), n, q_.data(), pool_, scratch_, vector_f32(w.q_bias));
+  kernels::matmul(*w.k_proj, h_.data(), n, k_.data(), pool_, scratch_, vector_f32(w.k_bias));
+  kernels::matmul(*w.v_proj, h_.data(), n, v_.data(), pool_, scratch_, vector_f32(w.v_bias));
+
+  const float* q_norm = vector_f32(w.q_norm);
+  const float* k_norm = vector_f32(w.k_norm);
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* q = &q_[i * q_dim];
+      float* k = &k_[i * kv_dim];
+      if (q_norm != nullptr) {
+        for (int64_t h = 0; h < config_.num_attention_heads; ++h) {
+          kernels::rms_norm(q + h * d, q_norm, d, config_.rms_norm_eps, q + h * d);
+        }
+        for (int64_t h = 0; h < config_.num_key_value_heads; ++h) {
+          kernels::rms_norm(k + h * d, k_norm, d, config_.rms_norm_eps, k + h * d);
+        }
+      }
+      kernels::rope_neox(q, config_.num_attention_heads, d, &rope_[i * d]);
+      kernels::rope_neox(k, config_.num_key_value_heads, d, &rope_[i * d]);
+      const auto& table = *batch.sequences[batch.seq_index[i]].block_table;
+      kernels::kv_cache_store(cache_, layer, table.data(), batch.positions[i], k, &v_[i * kv_dim]);
+    }
+  });
+
+  const kernels::AttentionShape shape{config_.num_attention_heads, config_.num_key_value_heads, d};
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto& table = *batch.sequences[batch.seq_index[i]].block_table;
+      kernels::paged_attention_token(&q_[i * q_dim], shape, cache_, layer, table.data(),
+                                     batch.positions[i] + 1, &attn_out_[i * q_dim]);
+    }
+  });
+
+  kernels::matmul(*w.o_proj, attn_out_.data(), n, h_.data(), pool_, scratch_);
+  for (int64_t i = 0; i < n * hidden; ++i) x_[i] += h_[i];
+}
+
+void ModelRunner::mlp_block(int64_t n, int64_t layer) {
+  const LayerWeights& w = weights_.layers[layer];
+  const int64_t hidden = config_.hidden_size;
+  const int64_t inter = config_.intermediate_size;
+  norm_rows(x_.data(), *w.ffn_norm, n, h_.data());
+  kernels::matmul(*w.gate_proj, h_.data(), n, gate_.data(), pool_, scratch_);
+  kernels::matmul(*w.up_proj, h_.data(), n, up_.data(), pool_, scratch_);
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+    kernels::silu_mul(&gate_[begin * inter], &up_[begin * inter], (end - begin) * inter);
+  });
+  kernels::matmul(*w.down_proj, gate_.data(), n, h_.data(), pool_, scratch_);
+  for (int64_t i = 0; i < n * hidden; ++i) x_[i] += h_[i];
+}
+
+void ModelRunner::compute_logits(const Batch& batch, float* logits) {
+  const int64_t hidden = config_.hidden_size;
+  const float* w = vector_f32(weights_.final_norm);
+  for (int64_t j = 0; j < batch.n_logits(); ++j) {
+    const int64_t i = batch.logits_indices[j];
+    kernels::rms_norm(&x_[i * hidden], w, hidden, config_.rms_norm_eps, &last_h_[j * hidden]);
+  }
+  kernels::matmul(*weights_.lm_head, last_h_.data(), batch.n_logits(), logits, pool_, scratch_);
+}
+
+void ModelRunner::forward(const Batch& batch, float* logits) {
+  validate(batch);
+  const int64_t n = batch.n_tokens();
+  const int64_t d = config_.head_dim;
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::rope_cos_sin(batch.positions[i], d, config_.rope_theta, &rope_[i * d]);
+  }
+  embed(batch);
+  for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
+    attention_block(batch, layer);
+    mlp_block(n, layer);
+  }
+  if (batch.n_logits() > 0) compute_logits(batch, logits);
+}
+
+}  // namespace qs

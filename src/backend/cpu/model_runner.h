@@ -1,0 +1,75 @@
+// The Qwen3 / Qwen2 forward pass over a Batch, reading and writing the paged KV cache.
+//
+// Per layer (Qwen3; Qwen2 adds q/k/v biases and has no q/k norm):
+//   h = rms_norm(x) * attn_norm
+//   q = rope(q_norm(h Wq^T)), k = rope(k_norm(h Wk^T)), v = h Wv^T    (per head, NeoX RoPE)
+//   x += attention(q, K, V) Wo^T                                        (causal, GQA, paged)
+//   h = rms_norm(x) * ffn_norm
+//   x += (silu(h Wgate^T) * (h Wup^T)) Wdown^T
+// logits = rms_norm(x) * final_norm  Wlm^T.
+// Source: Hugging Face transformers modeling_qwen3.py / modeling_qwen2.py.
+//
+// All activation buffers are allocated once in the constructor for `max_batch_tokens`.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "backend/cpu/kernels/matmul.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace qs {
+
+class ModelRunner {
+ public:
+  /// `weights` must outlive the runner. Throws qs::Error if head_dim > 512.
+  ModelRunner(const ModelConfig& config, const ModelWeights& weights, KvCache& cache,
+              ThreadPool& pool, int64_t max_batch_tokens, int64_t max_context_tokens);
+
+  /// Runs one step. Writes logits [batch.n_logits(), vocab_size] f32 row-major into `logits`.
+  /// Throws qs::Error if the batch exceeds max_batch_tokens, a position exceeds the context
+  /// limit or its block table does not cover it, or a token id is outside the vocabulary.
+  void forward(const Batch& batch, float* logits);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t max_batch_tokens() const { return max_batch_tokens_; }
+  int64_t max_context_tokens() const { return max_context_tokens_; }
+
+ private:
+  void validate(const Batch& batch) const;
+  void embed(const Batch& batch);
+  void attention_block(const Batch& batch, int64_t layer);
+  void mlp_block(int64_t n_tokens, int64_t layer);
+  void norm_rows(const float* x, const TensorView& weight, int64_t n_tokens, float* out);
+  void compute_logits(const Batch& batch, float* logits);
+  const float* vector_f32(const TensorView* t);  // 1-D weight as f32 (converted once at start)
+
+  ModelConfig config_;
+  const ModelWeights& weights_;
+  KvCache& cache_;
+  ThreadPool& pool_;
+  int64_t max_batch_tokens_;
+  int64_t max_context_tokens_;
+  kernels::MatmulScratch scratch_;
+
+  // 1-D weights (norms, biases) converted to f32 once: keyed by tensor pointer.
+  std::vector<std::pair<const TensorView*, std::vector<float>>> vectors_;
+
+  // Activations, sized for max_batch_tokens rows.
+  std::vector<float> x_;         // [n_tokens, hidden] residual stream
+  std::vector<float> h_;         // [n_tokens, hidden] normed input
+  std::vector<float> q_;         // [n_tokens, n_heads * head_dim]
+  std::vector<float> k_;         // [n_tokens, n_kv_heads * head_dim]
+  std::vector<float> v_;         // [n_tokens, n_kv_heads * head_dim]
+  std::vector<float> attn_out_;  // [n_tokens, n_heads * head_dim]
+  std::vector<float> gate_;      // [n_tokens, intermediate]
+  std::vector<float> up_;        // [n_tokens, intermediate]
+  std::vector<float> rope_;      // [n_tokens, head_dim] cos/sin per token
+  std::vector<float> last_h_;    // [max_batch_tokens, hidden] rows needing logits
+};
+
+}  // namespace qs

@@ -1,0 +1,30 @@
+// A typed, non-owning view of one weight tensor's bytes (usually inside a memory-mapped file).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/dtype.h"
+
+namespace qs {
+
+struct TensorView {
+  std::string name;            // name as stored in the file ("blk.0.attn_q.weight" or HF name)
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // outermost first, PyTorch order: a linear weight is [out, in]
+  const uint8_t* data = nullptr;
+  size_t size_bytes = 0;
+
+  int64_t n_elements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  /// Number of rows when viewed as a matrix [rows, shape.back()].
+  int64_t rows() const { return shape.empty() ? 1 : n_elements() / shape.back(); }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+};
+
+}  // namespace qs

@@ -1,0 +1,115 @@
+// Engine (continuous batching) on an in-memory random model: batch invariance under concurrent
+// load, chunked prefill, stop strings, cancellation and KV block accounting.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/stop_matcher.h"
+#include "support/engine_test_support.h"
+#include "support/random_model.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qs {
+namespace {
+
+TEST_F(EngineFixture, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int32_t> p(3 + (i * 7) % 45);  // 3..47 tokens: several need chunked prefill
+    for (auto& t : p) t = static_cast<int32_t>(rng() % 256);
+    prompts.push_back(p);
+  }
+  std::vector<Collected> solo;
+  {
+    Engine engine(runner, cache, tokenizer, engine_options(1, 32));
+    for (const auto& p : prompts) solo.push_back(collect(*engine.submit(greedy_request(p, 12))));
+  }
+  Engine engine(runner, cache, tokenizer, engine_options(16, 32));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) streams.push_back(engine.submit(greedy_request(p, 12)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Collected together = collect(*streams[i]);
+    EXPECT_EQ(together.tokens, solo[i].tokens) << "request " << i;
+    EXPECT_EQ(together.finish_reason, solo[i].finish_reason);
+  }
+  const EngineStats st = settled_stats(engine);
+  EXPECT_EQ(st.kv_blocks_referenced, 0);
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.waiting, 0);
+}
+
+TEST_F(EngineFixture, CancelFreesBlocksAndOthersContinue) {
+  // Without the degenerate-output guard: the random model's greedy output loops, and a guard stop
+  // could end the victim before the cancel arrives (and `other` before 20 tokens).
+  EngineOptions options = engine_options(4, 32);
+  options.guard.enabled = false;
+  Engine engine(runner, cache, tokenizer, options);
+  auto victim = engine.submit(greedy_request({1, 2, 3}, 200));
+  auto other = engine.submit(greedy_request({4, 5, 6}, 20));
+  EngineEvent e;
+  ASSERT_TRUE(victim->pop(e, std::chrono::milliseconds(30000)));
+  victim->cancel();
+  const Collected cancelled = collect(*victim);
+  EXPECT_EQ(cancelled.finish_reason, "cancelled");
+  const Collected done = collect(*other);
+  EXPECT_EQ(done.tokens.size() == 20 || done.finish_reason == "stop", true);
+  EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
+}
+
+TEST_F(EngineFixture, RequestLongerThanContextIsAnError) {
+  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
+  const Collected c = collect(*engine.submit(greedy_request(std::vector<int32_t>(250, 5), 10)));
+  EXPECT_FALSE(c.error.empty());
+  EXPECT_NE(c.error.find("260"), std::string::npos) << c.error;
+}
+
+TEST_F(EngineFixture, RequestLargerThanTheKvCacheIsRejectedAtAdmission) {
+  KvCache small{model.config, KvDType::kF16, 4};  // 64 tokens of KV
+  ModelRunner small_runner{model.config, model.weights, small, pool, 32, 256};
+  EngineOptions options = engine_options(4, 32);
+  options.guard.enabled = false;  // the last request runs to max_tokens
+  Engine engine(small_runner, small, tokenizer, options);
+  const SubmitResult r = engine.try_submit(greedy_request(std::vector<int32_t>(40, 5), 40));
+  EXPECT_EQ(r.stream, nullptr);
+  EXPECT_EQ(r.rejection, EngineErrorCode::kInvalid);
+  EXPECT_NE(r.message.find("80"), std::string::npos) << r.message;  // 40 + 40 needed
+  EXPECT_NE(r.message.find("64"), std::string::npos) << r.message;  // 4 blocks * 16
+  EXPECT_EQ(engine.context_tokens(), 64);
+  // One that fits still runs.
+  EXPECT_EQ(collect(*engine.submit(greedy_request(std::vector<int32_t>(40, 5), 24))).tokens.size(), 24u);
+}
+
+TEST_F(EngineFixture, StopStringEndsGenerationAndIsNotReturned) {
+  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
+  const Collected free_run = collect(*engine.submit(greedy_request({10, 20, 30}, 12)));
+  ASSERT_GE(free_run.text.size(), 4u);
+  // Stop on the text of generated tokens 3..4: the output must end right before it.
+  const std::string stop = free_run.text.substr(2, 2);
+  EngineRequest r = greedy_request({10, 20, 30}, 12);
+  r.stop_strings = {stop};
+  const Collected stopped = collect(*engine.submit(r));
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, free_run.text.find(stop)));
+}
+
+TEST(StopMatcher, HoldsBackPrefixesAcrossDeltas) {
+  StopMatcher m({"</end>", "STOP"});
+  EXPECT_EQ(m.push("hello </").text, "hello ");  // "</" may start "</end>"
+  EXPECT_EQ(m.push("e").text, "");
+  auto r = m.push("nd> tail");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "");
+  EXPECT_EQ(m.push("more").text, "");
+  StopMatcher n({"STOP"});
+  EXPECT_EQ(n.push("ST").text, "");
+  EXPECT_EQ(n.push("x").text, "STx");  // no longer a prefix: released
+  EXPECT_EQ(n.push("S").text, "");
+  EXPECT_EQ(n.flush(), "S");  // end of generation releases the held prefix
+}
+
+}  // namespace
+}  // namespace qs
