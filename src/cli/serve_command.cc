@@ -48,6 +48,7 @@ struct ServeOptions {
   bool no_output_guard = false;
   double shutdown_grace_s = 30;
   double keepalive_s = 5;
+  std::string metrics_compat = "none";  // "vllm": /metrics also writes vLLM's names
   CLI::Option* max_batched_tokens_option = nullptr;
   CLI::Option* batch_size_option = nullptr;
 };
@@ -176,7 +177,12 @@ int run_serve(ServeOptions opt) {
     stage = "allocating the model runner and the engine";
     ModelRunner runner(config, model->weights, cache, pool, std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx);
     Engine engine(runner, cache, *tokenizer, engine_options);
-    metrics::ServerMetrics metrics;
+    metrics::ExportOptions export_options;
+    export_options.vllm_compat = opt.metrics_compat == "vllm";
+    export_options.model_name = opt.server.served_model_name;
+    export_options.kv_block_size = kKvBlockSize;
+    export_options.kv_blocks = cache.n_blocks();
+    metrics::ServerMetrics metrics(metrics::steady_clock_now, {}, export_options);
     opt.server.keepalive_ms = static_cast<int64_t>(opt.keepalive_s * 1000);
     stage = "starting the HTTP server";
     HttpServer server(opt.server, engine, *tokenizer, chat_template, metrics);
@@ -280,6 +286,10 @@ Command register_serve(CLI::App& app) {
       ->check(kNonNegative)->capture_default_str();
   app.add_option("--guard-max-ngram", e.guard.max_ngram, "Longest n-gram (tokens) the repetition guard checks")
       ->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--metrics-compat", opt->metrics_compat,
+                 "vllm: /metrics also writes vLLM's names (vllm:num_requests_waiting, ...) with a model_name "
+                 "label, for the llm-d Endpoint Picker's default engine and vLLM dashboards")
+      ->check(CLI::IsMember({"none", "vllm"}))->capture_default_str();
   app.add_option("--keepalive", opt->keepalive_s, "Seconds between SSE keep-alive comments")->check(kPositive)->capture_default_str();
   app.add_option("--shutdown-grace", opt->shutdown_grace_s, "Seconds in-flight requests may finish after SIGTERM")->check(kNonNegative)->capture_default_str();
   return [opt] { return run_serve(*opt); };

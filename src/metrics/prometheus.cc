@@ -48,16 +48,43 @@ std::string label_pair(std::string_view label, std::string_view value) {
   return std::string(label) + "=\"" + escape_label_value(value) + "\"";
 }
 
-void append_histogram(std::string& out, const std::string& name, const Histogram& histogram) {
+/// `a,b` of two rendered label lists, either of which may be empty.
+std::string join_labels(std::string_view a, std::string_view b) {
+  if (a.empty()) return std::string(b);
+  if (b.empty()) return std::string(a);
+  std::string out(a);
+  out.push_back(',');
+  out.append(b);
+  return out;
+}
+
+void append_histogram(std::string& out, const std::string& name, const Histogram& histogram,
+                      std::string_view const_labels) {
   const HistogramSnapshot snap = histogram.snapshot();
   const std::string bucket_name = name + "_bucket";
   for (size_t i = 0; i < snap.upper_bounds.size(); ++i) {
-    append_sample(out, bucket_name, label_pair("le", format_value(snap.upper_bounds[i])),
+    append_sample(out, bucket_name, join_labels(const_labels, label_pair("le", format_value(snap.upper_bounds[i]))),
                   std::to_string(snap.cumulative_counts[i]));
   }
-  append_sample(out, bucket_name, label_pair("le", "+Inf"), std::to_string(snap.count()));
-  append_sample(out, name + "_sum", "", format_value(snap.sum));
-  append_sample(out, name + "_count", "", std::to_string(snap.count()));
+  append_sample(out, bucket_name, join_labels(const_labels, label_pair("le", "+Inf")), std::to_string(snap.count()));
+  append_sample(out, name + "_sum", const_labels, format_value(snap.sum));
+  append_sample(out, name + "_count", const_labels, std::to_string(snap.count()));
+}
+
+/// Renders `const_labels` as `a="x",b="y"` after checking each name (and that none repeats one
+/// of `taken`, which grows by the names checked).
+std::string render_const_labels(const std::string& metric, const LabelSet& const_labels,
+                                std::vector<std::string>& taken) {
+  std::string out;
+  for (const auto& [label, value] : const_labels) {
+    validate_label_name(metric, label);
+    if (std::find(taken.begin(), taken.end(), label) != taken.end()) {
+      throw Error("metric '" + metric + "': label '" + label + "' given twice");
+    }
+    taken.push_back(label);
+    out = join_labels(out, label_pair(label, value));
+  }
+  return out;
 }
 
 }  // namespace
@@ -120,10 +147,12 @@ std::uint64_t LabeledCounter::value(std::string_view label_value) const {
   return it == children_.end() ? 0 : it->second->value();
 }
 
-void LabeledCounter::append_samples(std::string& out, const std::string& name) const {
+void LabeledCounter::append_samples(std::string& out, const std::string& name,
+                                    std::string_view const_labels) const {
   std::shared_lock lock(mutex_);
   for (const auto& [label_value, counter] : children_) {
-    append_sample(out, name, label_pair(label_name_, label_value), std::to_string(counter->value()));
+    append_sample(out, name, join_labels(const_labels, label_pair(label_name_, label_value)),
+                  std::to_string(counter->value()));
   }
 }
 
@@ -167,45 +196,57 @@ HistogramSnapshot Histogram::snapshot() const {
 struct MetricsRegistry::Family {
   std::string name;
   std::string help;
+  std::string const_labels;            // rendered, written first on every sample
+  std::vector<std::string> label_names;  // constant labels and a LabeledCounter's label
   std::variant<std::monostate, std::unique_ptr<Counter>, std::unique_ptr<LabeledCounter>,
                std::unique_ptr<Gauge>, std::unique_ptr<Histogram>>
       metric;
+  const Family* alias_of = nullptr;  // an alias writes this family's metric under its own name
+
+  const Family& source() const { return alias_of != nullptr ? *alias_of : *this; }
 
   const char* type_name() const {
-    if (std::holds_alternative<std::unique_ptr<Gauge>>(metric)) return "gauge";
-    if (std::holds_alternative<std::unique_ptr<Histogram>>(metric)) return "histogram";
+    const auto& m = source().metric;
+    if (std::holds_alternative<std::unique_ptr<Gauge>>(m)) return "gauge";
+    if (std::holds_alternative<std::unique_ptr<Histogram>>(m)) return "histogram";
     return "counter";
   }
 
   void append(std::string& out) const {
     out += "# HELP " + name + " " + escape_help(help) + "\n";
     out += "# TYPE " + name + " " + type_name() + "\n";
+    const std::string labels = alias_of != nullptr ? join_labels(alias_of->const_labels, const_labels) : const_labels;
     std::visit(
         [&](const auto& m) {
           using T = std::decay_t<decltype(m)>;
           if constexpr (std::is_same_v<T, std::unique_ptr<Counter>>) {
-            append_sample(out, name, "", std::to_string(m->value()));
+            append_sample(out, name, labels, std::to_string(m->value()));
           } else if constexpr (std::is_same_v<T, std::unique_ptr<LabeledCounter>>) {
-            m->append_samples(out, name);
+            m->append_samples(out, name, labels);
           } else if constexpr (std::is_same_v<T, std::unique_ptr<Gauge>>) {
-            append_sample(out, name, "", format_value(m->value()));
+            append_sample(out, name, labels, format_value(m->value()));
           } else if constexpr (std::is_same_v<T, std::unique_ptr<Histogram>>) {
-            append_histogram(out, name, *m);
+            append_histogram(out, name, *m, labels);
           }
         },
-        metric);
+        source().metric);
   }
 };
 
 MetricsRegistry::MetricsRegistry() = default;
 MetricsRegistry::~MetricsRegistry() = default;
 
-MetricsRegistry::Family& MetricsRegistry::add_family(const std::string& name, const std::string& help) {
+MetricsRegistry::Family& MetricsRegistry::add_family(const std::string& name, const std::string& help,
+                                                     const LabelSet& const_labels) {
   if (!is_valid_name(name, true)) throw Error("invalid metric name '" + name + "'");
   for (const auto& family : families_) {
     if (family->name == name) throw Error("metric '" + name + "' registered twice");
   }
-  families_.push_back(std::make_unique<Family>(Family{name, help, std::monostate{}}));
+  auto family = std::make_unique<Family>();
+  family->name = name;
+  family->help = help;
+  family->const_labels = render_const_labels(name, const_labels, family->label_names);
+  families_.push_back(std::move(family));
   return *families_.back();
 }
 
@@ -213,7 +254,7 @@ Counter& MetricsRegistry::add_counter(const std::string& name, const std::string
   std::lock_guard lock(mutex_);
   auto counter = std::make_unique<Counter>();
   Counter& ref = *counter;
-  add_family(name, help).metric = std::move(counter);
+  add_family(name, help, {}).metric = std::move(counter);
   return ref;
 }
 
@@ -223,15 +264,17 @@ LabeledCounter& MetricsRegistry::add_labeled_counter(const std::string& name, co
   std::lock_guard lock(mutex_);
   auto counter = std::make_unique<LabeledCounter>(label_name);
   LabeledCounter& ref = *counter;
-  add_family(name, help).metric = std::move(counter);
+  Family& family = add_family(name, help, {});
+  family.label_names.push_back(label_name);
+  family.metric = std::move(counter);
   return ref;
 }
 
-Gauge& MetricsRegistry::add_gauge(const std::string& name, const std::string& help) {
+Gauge& MetricsRegistry::add_gauge(const std::string& name, const std::string& help, const LabelSet& const_labels) {
   std::lock_guard lock(mutex_);
   auto gauge = std::make_unique<Gauge>();
   Gauge& ref = *gauge;
-  add_family(name, help).metric = std::move(gauge);
+  add_family(name, help, const_labels).metric = std::move(gauge);
   return ref;
 }
 
@@ -240,8 +283,25 @@ Histogram& MetricsRegistry::add_histogram(const std::string& name, const std::st
   auto histogram = std::make_unique<Histogram>(std::move(upper_bounds));
   std::lock_guard lock(mutex_);
   Histogram& ref = *histogram;
-  add_family(name, help).metric = std::move(histogram);
+  add_family(name, help, {}).metric = std::move(histogram);
   return ref;
+}
+
+void MetricsRegistry::add_alias(const std::string& name, const std::string& help, const std::string& target,
+                                const LabelSet& const_labels) {
+  std::lock_guard lock(mutex_);
+  const Family* source = nullptr;
+  for (const auto& family : families_) {
+    if (family->name == target) source = family.get();
+  }
+  if (source == nullptr) throw Error("alias '" + name + "': no metric '" + target + "'");
+  if (source->alias_of != nullptr) throw Error("alias '" + name + "': '" + target + "' is itself an alias");
+  std::vector<std::string> taken = source->label_names;
+  const std::string labels = render_const_labels(name, const_labels, taken);
+  Family& family = add_family(name, help, {});
+  family.const_labels = labels;
+  family.label_names = std::move(taken);
+  family.alias_of = source;
 }
 
 std::string MetricsRegistry::expose_text() const {

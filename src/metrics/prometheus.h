@@ -12,6 +12,11 @@
 // thread never waits on an exposition in progress. LabeledCounter takes a shared (reader) lock to
 // find the child for a label value; only the first use of a new value takes the writer lock.
 // Registration and exposition share one registry mutex that updates never touch.
+//
+// Constant labels (LabelSet) are written first on every sample of a family, e.g.
+// `vllm:num_requests_waiting{model_name="qwen3"} 0` or `..._bucket{model_name="qwen3",le="0.1"} 3`.
+// An alias (add_alias) writes an already registered family a second time under another name: one
+// update, two names, so a compatibility name costs exposition bytes but nothing on the hot path.
 #pragma once
 
 #include <atomic>
@@ -22,6 +27,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace qs::metrics {
@@ -37,6 +43,9 @@ std::string format_value(double value);
 
 /// Escapes a label value: backslash -> \\, double quote -> \", newline -> \n.
 std::string escape_label_value(std::string_view value);
+
+/// Constant labels of a family as (name, value) pairs, written in this order.
+using LabelSet = std::vector<std::pair<std::string, std::string>>;
 
 /// Escapes HELP text: backslash -> \\, newline -> \n.
 std::string escape_help(std::string_view help);
@@ -65,8 +74,9 @@ class LabeledCounter {
 
   const std::string& label_name() const { return label_name_; }
 
-  /// Appends `<name>{<label>="<value>"} <count>` lines sorted by label value.
-  void append_samples(std::string& out, const std::string& name) const;
+  /// Appends `<name>{<const_labels>,<label>="<value>"} <count>` lines sorted by label value;
+  /// `const_labels` is rendered (`a="x",b="y"`) or empty.
+  void append_samples(std::string& out, const std::string& name, std::string_view const_labels = {}) const;
 
  private:
   std::string label_name_;
@@ -119,8 +129,8 @@ class Histogram {
 
 /// Owns metric families and writes them in registration order. Names must match
 /// [a-zA-Z_:][a-zA-Z0-9_:]* and be unique; label names must match [a-zA-Z_][a-zA-Z0-9_]*, must not
-/// start with "__" and must not be "le". Violations throw qs::Error. Returned references stay
-/// valid for the registry's lifetime.
+/// start with "__" and must not be "le" (nor repeat within a family). Violations throw qs::Error.
+/// Returned references stay valid for the registry's lifetime.
 class MetricsRegistry {
  public:
   MetricsRegistry();
@@ -131,16 +141,23 @@ class MetricsRegistry {
   Counter& add_counter(const std::string& name, const std::string& help);
   LabeledCounter& add_labeled_counter(const std::string& name, const std::string& help,
                                       const std::string& label_name);
-  Gauge& add_gauge(const std::string& name, const std::string& help);
+  /// A gauge; `const_labels` (e.g. an info metric's {{"block_size", "16"}}) go on its one sample.
+  Gauge& add_gauge(const std::string& name, const std::string& help, const LabelSet& const_labels = {});
   Histogram& add_histogram(const std::string& name, const std::string& help,
                            std::vector<double> upper_bounds);
+
+  /// Writes the family registered as `target` again under `name` with HELP `help`, its type, and
+  /// `const_labels` after the target's own constant labels on every sample. Throws qs::Error when
+  /// `target` is not registered or is itself an alias.
+  void add_alias(const std::string& name, const std::string& help, const std::string& target,
+                 const LabelSet& const_labels = {});
 
   /// The whole exposition, every line terminated by '\n'.
   std::string expose_text() const;
 
  private:
   struct Family;  // name, help and one metric; defined in prometheus.cc
-  Family& add_family(const std::string& name, const std::string& help);
+  Family& add_family(const std::string& name, const std::string& help, const LabelSet& const_labels);
 
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Family>> families_;

@@ -23,6 +23,29 @@ double decimal(int mantissa, int exponent) {
 
 double ms_to_seconds(double ms) { return ms / 1000.0; }
 
+/// vLLM's name for each qwenserve family it also has (same type and semantics; vLLM's docs,
+/// "Production Metrics"). Counters carry the _total suffix in the exposition, as vLLM's do.
+struct VllmAlias {
+  const char* vllm_name;
+  const char* qwenserve_name;
+};
+constexpr std::array<VllmAlias, 10> kVllmAliases = {{
+    {"vllm:num_requests_running", "qwenserve_num_requests_running"},
+    {"vllm:num_requests_waiting", "qwenserve_num_requests_waiting"},
+    {"vllm:kv_cache_usage_perc", "qwenserve_kv_cache_usage_perc"},
+    {"vllm:time_to_first_token_seconds", "qwenserve_time_to_first_token_seconds"},
+    {"vllm:inter_token_latency_seconds", "qwenserve_inter_token_latency_seconds"},
+    {"vllm:e2e_request_latency_seconds", "qwenserve_e2e_request_latency_seconds"},
+    {"vllm:request_queue_time_seconds", "qwenserve_request_queue_time_seconds"},
+    {"vllm:prompt_tokens_total", "qwenserve_prompt_tokens_total"},
+    {"vllm:generation_tokens_total", "qwenserve_generation_tokens_total"},
+    {"vllm:request_success_total", "qwenserve_request_success_total"},
+}};
+
+constexpr const char* kCacheConfigInfo = "qwenserve_cache_config_info";
+constexpr const char* kCacheConfigHelp =
+    "KV cache geometry (value 1): block_size = tokens per block, num_gpu_blocks = blocks in the cache.";
+
 }  // namespace
 
 std::vector<double> latency_buckets_seconds() {
@@ -37,7 +60,8 @@ std::vector<double> latency_buckets_seconds() {
   return bounds;
 }
 
-ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_options)
+ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_options,
+                             const ExportOptions& export_options)
     : ttft_seconds_(registry_.add_histogram(
           "qwenserve_time_to_first_token_seconds",
           "Time from request arrival to the first generated token, queueing included.",
@@ -77,6 +101,22 @@ ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_op
       window_(std::move(clock), window_options) {
   request_success_.with("stop");
   request_success_.with("length");
+  const bool has_cache_info = export_options.kv_blocks > 0;
+  if (has_cache_info) {
+    registry_.add_gauge(kCacheConfigInfo, kCacheConfigHelp,
+                        {{"block_size", std::to_string(export_options.kv_block_size)},
+                         {"num_gpu_blocks", std::to_string(export_options.kv_blocks)}})
+        .set(1);
+  }
+  if (!export_options.vllm_compat) return;
+  for (const VllmAlias& alias : kVllmAliases) {
+    registry_.add_alias(alias.vllm_name, std::string("vLLM-compatible name of ") + alias.qwenserve_name + ".",
+                        alias.qwenserve_name, {{"model_name", export_options.model_name}});
+  }
+  if (has_cache_info) {
+    registry_.add_alias("vllm:cache_config_info", std::string("vLLM-compatible name of ") + kCacheConfigInfo + ".",
+                        kCacheConfigInfo);
+  }
 }
 
 void ServerMetrics::record_request(const RequestRecord& record) {

@@ -13,7 +13,13 @@
 //              cache, as vLLM's), qwenserve_prefill_computed_tokens_total (prompt tokens actually
 //              computed), qwenserve_num_preemptions_total
 //   gauges     qwenserve_num_requests_running, qwenserve_num_requests_waiting,
-//              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use)
+//              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use),
+//              qwenserve_cache_config_info{block_size,num_gpu_blocks} 1 (KV geometry, when known)
+// With ExportOptions::vllm_compat the families vLLM has are also written under vLLM's names
+// (vllm:num_requests_waiting, ...; see kVllmAliases in server_metrics.cc) with model_name="<served
+// model name>" on every sample except vllm:cache_config_info (whose labels are vLLM's too). These
+// names are what the llm-d Endpoint Picker's default "vllm" engine, vLLM Grafana dashboards and
+// autoscalers read.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +42,23 @@ namespace qs::metrics {
 /// decimal bounds also read cleanly in dashboards ("0.0224", "1.25").
 std::vector<double> latency_buckets_seconds();
 
+/// Which families /metrics writes beyond the qwenserve_* set.
+struct ExportOptions {
+  /// Also write vLLM's names for the families vLLM has (the `--metrics-compat vllm` flag).
+  bool vllm_compat = false;
+  /// Value of the model_name label of the vLLM names (the served model name).
+  std::string model_name = "qwenserve";
+  /// KV cache geometry for qwenserve_cache_config_info: tokens per block and blocks in the whole
+  /// cache (the label names block_size / num_gpu_blocks are the llm-d model-server protocol's,
+  /// whatever the device). Nothing is written while kv_blocks is 0 (unknown).
+  std::int64_t kv_block_size = 0;
+  std::int64_t kv_blocks = 0;
+};
+
 class ServerMetrics {
  public:
-  explicit ServerMetrics(SteadyClockFn clock = steady_clock_now, RollingWindowOptions window_options = {});
+  explicit ServerMetrics(SteadyClockFn clock = steady_clock_now, RollingWindowOptions window_options = {},
+                         const ExportOptions& export_options = {});
 
   /// Counts the response in http_requests_total{status} and its tokens in prompt/generation
   /// tokens_total, prefix-cache queries (prompt_tokens) and hits (cached_tokens), computed

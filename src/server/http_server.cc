@@ -145,6 +145,10 @@ void HttpServer::register_routes() {
   s.set_tcp_nodelay(true);
   s.set_read_timeout(10, 0);  // a client that stalls mid-request frees its thread
   s.set_write_timeout(60, 0);
+  // A metrics scraper (the Endpoint Picker polls /metrics every 50 ms) keeps one connection, and
+  // so one worker thread, instead of reconnecting after httplib's default of 5 requests; an idle
+  // keep-alive connection still frees its thread after 5 s.
+  s.set_keep_alive_max_count(10000);
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_answered_error.reset();  // in case the previous response on this thread was never logged

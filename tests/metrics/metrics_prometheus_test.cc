@@ -321,6 +321,66 @@ TEST(MetricsPrometheus, RejectsInvalidRegistrations) {
   EXPECT_NO_THROW(registry.add_gauge("name:with_colon", "x"));
 }
 
+/// Constant labels come first on every sample; an alias writes its target's samples under its own
+/// name and HELP with the target's constant labels, then its own. Expected text written from the
+/// exposition format's grammar.
+TEST(MetricsPrometheus, ConstantLabelsAndAliases) {
+  MetricsRegistry registry;
+  registry.add_gauge("demo_info", "Info.", {{"block_size", "16"}, {"num_gpu_blocks", "42"}}).set(1);
+  LabeledCounter& done = registry.add_labeled_counter("demo_done_total", "Done.", "reason");
+  Histogram& latency = registry.add_histogram("demo_seconds", "Latency.", {0.5});
+  registry.add_alias("compat:info", "Info alias.", "demo_info");
+  registry.add_alias("compat:done_total", "Done alias.", "demo_done_total", {{"model_name", "m\"1"}});
+  registry.add_alias("compat:seconds", "Latency alias.", "demo_seconds", {{"model_name", "m"}});
+  done.with("stop").inc(2);
+  latency.observe(0.25);
+  latency.observe(2.0);
+  const std::string expected =
+      "# HELP demo_info Info.\n"
+      "# TYPE demo_info gauge\n"
+      "demo_info{block_size=\"16\",num_gpu_blocks=\"42\"} 1\n"
+      "# HELP demo_done_total Done.\n"
+      "# TYPE demo_done_total counter\n"
+      "demo_done_total{reason=\"stop\"} 2\n"
+      "# HELP demo_seconds Latency.\n"
+      "# TYPE demo_seconds histogram\n"
+      "demo_seconds_bucket{le=\"0.5\"} 1\n"
+      "demo_seconds_bucket{le=\"+Inf\"} 2\n"
+      "demo_seconds_sum 2.25\n"
+      "demo_seconds_count 2\n"
+      "# HELP compat:info Info alias.\n"
+      "# TYPE compat:info gauge\n"
+      "compat:info{block_size=\"16\",num_gpu_blocks=\"42\"} 1\n"
+      "# HELP compat:done_total Done alias.\n"
+      "# TYPE compat:done_total counter\n"
+      "compat:done_total{model_name=\"m\\\"1\",reason=\"stop\"} 2\n"
+      "# HELP compat:seconds Latency alias.\n"
+      "# TYPE compat:seconds histogram\n"
+      "compat:seconds_bucket{model_name=\"m\",le=\"0.5\"} 1\n"
+      "compat:seconds_bucket{model_name=\"m\",le=\"+Inf\"} 2\n"
+      "compat:seconds_sum{model_name=\"m\"} 2.25\n"
+      "compat:seconds_count{model_name=\"m\"} 2\n";
+  EXPECT_EQ(registry.expose_text(), expected);
+  const auto families = parse_exposition(registry.expose_text());
+  ASSERT_EQ(families.size(), 6u);
+  EXPECT_EQ(find_family(families, "compat:done_total").samples.at(0).labels.at("model_name"), "m\"1");
+}
+
+TEST(MetricsPrometheus, RejectsInvalidConstantLabelsAndAliases) {
+  MetricsRegistry registry;
+  registry.add_labeled_counter("by_reason_total", "x", "reason");
+  registry.add_gauge("g", "x", {{"a", "1"}});
+  EXPECT_THROW(registry.add_gauge("g_le", "x", {{"le", "1"}}), Error);
+  EXPECT_THROW(registry.add_gauge("g_twice", "x", {{"a", "1"}, {"a", "2"}}), Error);
+  EXPECT_THROW(registry.add_gauge("g_bad", "x", {{"bad-name", "1"}}), Error);
+  EXPECT_THROW(registry.add_alias("alias_unknown", "x", "no_such_metric"), Error);
+  EXPECT_THROW(registry.add_alias("alias_clash", "x", "by_reason_total", {{"reason", "y"}}), Error);
+  EXPECT_THROW(registry.add_alias("alias_clash_const", "x", "g", {{"a", "y"}}), Error);
+  EXPECT_THROW(registry.add_alias("g", "x", "by_reason_total"), Error);  // name taken
+  registry.add_alias("alias_ok", "x", "g", {{"b", "2"}});
+  EXPECT_THROW(registry.add_alias("alias_of_alias", "x", "alias_ok"), Error);
+}
+
 TEST(MetricsPrometheus, HistogramBucketsAreLeInclusive) {
   Histogram h({1.0, 2.0});
   for (double v : {-5.0, 1.0, std::nextafter(1.0, 2.0), 2.0, 2.5, HUGE_VAL}) h.observe(v);
@@ -494,6 +554,72 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
   EXPECT_EQ(stats["running"], 3);
   EXPECT_EQ(stats["waiting"], 7);
   EXPECT_EQ(stats["kv_cache_usage"], 0.625);
+}
+
+/// The protocol info gauge and, with vllm_compat, every vLLM name: same type as its qwenserve
+/// twin, the same sample values, model_name on every sample (none on vllm:cache_config_info).
+TEST(MetricsServerMetrics, VllmCompatibleNamesMirrorTheirTwins) {
+  ExportOptions options;
+  options.vllm_compat = true;
+  options.model_name = "qwen3-4b";
+  options.kv_block_size = 16;
+  options.kv_blocks = 1234;
+  ServerMetrics metrics(steady_clock_now, {}, options);
+  for (int i = 0; i < 5; ++i) metrics.record_request(sample_record(i));
+  metrics.set_num_requests_running(2);
+  metrics.set_num_requests_waiting(3);
+  metrics.set_kv_cache_usage(0.5);
+  const auto families = parse_exposition(metrics.prometheus_text());
+  const ParsedFamily& info = find_family(families, "qwenserve_cache_config_info");
+  EXPECT_EQ(info.type, "gauge");
+  ASSERT_EQ(info.samples.size(), 1u);
+  EXPECT_EQ(info.samples[0].labels, (std::map<std::string, std::string>{{"block_size", "16"}, {"num_gpu_blocks", "1234"}}));
+  EXPECT_EQ(info.samples[0].value, 1);
+  const ParsedFamily& vllm_info = find_family(families, "vllm:cache_config_info");
+  EXPECT_EQ(vllm_info.type, "gauge");
+  ASSERT_EQ(vllm_info.samples.size(), 1u);
+  EXPECT_EQ(vllm_info.samples[0].labels, info.samples[0].labels);
+  const std::vector<std::pair<std::string, std::string>> twins = {
+      {"vllm:num_requests_running", "qwenserve_num_requests_running"},
+      {"vllm:num_requests_waiting", "qwenserve_num_requests_waiting"},
+      {"vllm:kv_cache_usage_perc", "qwenserve_kv_cache_usage_perc"},
+      {"vllm:time_to_first_token_seconds", "qwenserve_time_to_first_token_seconds"},
+      {"vllm:inter_token_latency_seconds", "qwenserve_inter_token_latency_seconds"},
+      {"vllm:e2e_request_latency_seconds", "qwenserve_e2e_request_latency_seconds"},
+      {"vllm:request_queue_time_seconds", "qwenserve_request_queue_time_seconds"},
+      {"vllm:prompt_tokens_total", "qwenserve_prompt_tokens_total"},
+      {"vllm:generation_tokens_total", "qwenserve_generation_tokens_total"},
+      {"vllm:request_success_total", "qwenserve_request_success_total"}};
+  for (const auto& [vllm_name, name] : twins) {
+    const ParsedFamily& vllm = find_family(families, vllm_name);
+    const ParsedFamily& ours = find_family(families, name);
+    EXPECT_EQ(vllm.type, ours.type) << vllm_name;
+    ASSERT_EQ(vllm.samples.size(), ours.samples.size()) << vllm_name;
+    for (size_t i = 0; i < ours.samples.size(); ++i) {
+      std::map<std::string, std::string> expected_labels = ours.samples[i].labels;
+      expected_labels["model_name"] = "qwen3-4b";
+      EXPECT_EQ(vllm.samples[i].name, vllm_name + ours.samples[i].name.substr(name.size())) << vllm_name;
+      EXPECT_EQ(vllm.samples[i].labels, expected_labels) << vllm_name;
+      EXPECT_EQ(vllm.samples[i].value, ours.samples[i].value) << vllm.samples[i].name;
+    }
+  }
+  EXPECT_EQ(find_family(families, "vllm:num_requests_waiting").samples.at(0).value, 3);
+  EXPECT_EQ(find_family(families, "vllm:request_success_total").samples.size(), 2u);  // length, stop
+}
+
+TEST(MetricsServerMetrics, DefaultExportHasNoVllmNamesAndNoUnknownCacheInfo) {
+  ServerMetrics plain;
+  for (const auto& family : parse_exposition(plain.prometheus_text())) {
+    EXPECT_FALSE(family.name.starts_with("vllm:")) << family.name;
+    EXPECT_NE(family.name, "qwenserve_cache_config_info");
+  }
+  ExportOptions options;
+  options.kv_block_size = 16;
+  options.kv_blocks = 8;
+  ServerMetrics with_cache(steady_clock_now, {}, options);
+  const auto families = parse_exposition(with_cache.prometheus_text());
+  EXPECT_EQ(find_family(families, "qwenserve_cache_config_info").samples.at(0).labels.at("num_gpu_blocks"), "8");
+  for (const auto& family : families) EXPECT_FALSE(family.name.starts_with("vllm:")) << family.name;
 }
 
 /// Writes example expositions (a fresh server, whose labeled families have no samples yet, and a
