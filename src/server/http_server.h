@@ -1,12 +1,15 @@
 // The OpenAI-compatible HTTP front end (cpp-httplib): routes, auth, validation, SSE streaming,
 // health/readiness, Prometheus metrics and rolling latency stats.
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST /tokenize,
-// POST /detokenize, GET /health, GET /ready, GET /metrics, GET /stats, plus static files from
-// set_static_files(). Errors use OpenAI's shape {"error": {"message", "type", "param", "code"}}:
-// 400 for an invalid body or Content-Length, 401 without the --api-key, 404 for an unknown route or
-// model, 413 / 415 / 429 / 503 as documented in the README. Every request answered with an error
-// that did not reach the engine gets one log line (rejection_log.h) when log_format is not "none".
+// Routes (one handler each, under server/routes/): POST /v1/chat/completions, POST /v1/completions
+// (generation_routes.h), GET /v1/models, GET /v1/models/{model} (model_routes.h), POST /tokenize,
+// POST /detokenize (tokenize_routes.h), GET /health, GET /ready (health_routes.h), GET /metrics,
+// GET /stats (metrics_routes.h), the header checks before routing (pre_routing.h) and static files
+// from set_static_files() for anything else (fallback_route.h). Errors use OpenAI's shape
+// {"error": {"message", "type", "param", "code"}}: 400 for an invalid body or Content-Length, 401
+// without the --api-key, 404 for an unknown route or model, 413 / 415 / 429 / 503 as documented in
+// the README. Every request answered with an error that did not reach the engine gets one log line
+// (rejection_log.h) when log_format is not "none", written where the error is answered.
 #pragma once
 
 #include <atomic>
@@ -20,15 +23,19 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "metrics/server_metrics.h"
+#include "server/rejection_log.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace qs {
 
 class HttpWorkerPool;
+struct GenerationRouteContext;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -82,13 +89,18 @@ class HttpServer {
 
  private:
   void register_routes();
-  struct Routes;
+  /// Answers `req` with `error` (send_error) and writes its rejection line, unless the request
+  /// reached the engine (a generation with an x-request-id: logged by generation_job.cc) or is a
+  /// /ready probe.
+  void answer_error(const httplib::Request& req, httplib::Response& res, const ApiError& error) const;
 
   ServerOptions options_;
   Engine& engine_;
   const Tokenizer& tokenizer_;
   const ChatTemplate& chat_template_;
   metrics::ServerMetrics& metrics_;
+  RejectionLogger rejection_logger_;
+  std::unique_ptr<GenerationRouteContext> generation_;  // what the two generation routes use
   std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<HttpWorkerPool> workers_;  // started by bind(), handed to httplib by listen()
   StaticFileLookup static_files_;

@@ -1,5 +1,6 @@
 #include "server/rejection_log.h"
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "metrics/request_log.h"
@@ -36,6 +37,18 @@ std::string rejection_text_line(const RejectedRequest& rejected) {
   return "- status=" + std::to_string(rejected.status) + " method=" + rejected.method + " path=" + quoted(rejected.path) +
          " type=" + (rejected.error_type.empty() ? "-" : rejected.error_type) +
          " code=" + (rejected.error_code.empty() ? "-" : rejected.error_code) + " error=" + quoted(rejected.message);
+}
+
+RejectionLogger::RejectionLogger(std::string log_format, Sink sink)
+    : log_format_(std::move(log_format)), sink_(std::move(sink)) {
+  if (!sink_) sink_ = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+}
+
+void RejectionLogger::log(const ApiError& error, const std::string& method, const std::string& path) const {
+  if (log_format_ == "none") return;
+  const RejectedRequest rejected = rejected_request(error, method, path);
+  sink_(log_format_ == "text" ? rejection_text_line(rejected)
+                              : rejection_log_line(rejected, std::chrono::system_clock::now()));
 }
 
 }  // namespace qs

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "server/api_error.h"
@@ -32,5 +33,22 @@ std::string rejection_log_line(const RejectedRequest& rejected, std::chrono::sys
 /// The --log-format text line: `- status=404 method=POST path="/v1/..." type=... code=... error="..."`
 /// (path and message JSON-quoted, so that a decoded path cannot start a new line).
 std::string rejection_text_line(const RejectedRequest& rejected);
+
+/// Writes the line of each rejected request in one --log-format: "json" (rejection_log_line),
+/// "text" (rejection_text_line) or "none" (nothing). Thread-safe as far as the sink is.
+class RejectionLogger {
+ public:
+  /// Receives one line without its newline.
+  using Sink = std::function<void(const std::string& line)>;
+  /// `sink` defaults to stderr, one fprintf per line (newline added).
+  explicit RejectionLogger(std::string log_format, Sink sink = {});
+
+  /// Writes the line for `error`, answered to `method` `path`, stamped now.
+  void log(const ApiError& error, const std::string& method, const std::string& path) const;
+
+ private:
+  std::string log_format_;
+  Sink sink_;
+};
 
 }  // namespace qs

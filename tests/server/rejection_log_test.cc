@@ -7,6 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace qs {
 namespace {
@@ -44,6 +45,26 @@ TEST(RejectionLog, TextLineQuotesPathAndMessage) {
   RejectedRequest r{429, "POST", "/v1/a\nb", "rate_limit_error", "queue_full", "server \"overloaded\""};
   const std::string line = rejection_text_line(r);
   EXPECT_EQ(line, R"(- status=429 method=POST path="/v1/a\nb" type=rate_limit_error code=queue_full error="server \"overloaded\"")");
+}
+
+TEST(RejectionLog, LoggerWritesOneLineInTheChosenFormatOrNone) {
+  const ApiError error(429, "server overloaded", "", "rate_limit_error", "queue_full");
+  std::vector<std::string> lines;
+  const RejectionLogger::Sink sink = [&lines](const std::string& line) { lines.push_back(line); };
+
+  RejectionLogger("json", sink).log(error, "POST", "/v1/completions");
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json j = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(j["status"], 429);
+  EXPECT_EQ(j["path"], "/v1/completions");
+  EXPECT_EQ(j["error_code"], "queue_full");
+
+  RejectionLogger("text", sink).log(error, "POST", "/v1/completions");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], rejection_text_line(rejected_request(error, "POST", "/v1/completions")));
+
+  RejectionLogger("none", sink).log(error, "POST", "/v1/completions");
+  EXPECT_EQ(lines.size(), 2u) << "--log-format none writes nothing";
 }
 
 }  // namespace

@@ -1,0 +1,38 @@
+// POST /v1/chat/completions and POST /v1/completions: admission, parsing, job building, then a
+// JSON body or an SSE stream.
+#pragma once
+
+#include <httplib.h>
+
+#include <functional>
+
+#include "engine/engine.h"
+#include "metrics/server_metrics.h"
+#include "server/http_server.h"
+#include "server/job_builder.h"
+
+namespace qs {
+
+/// What the generation routes use; references outlive the server.
+struct GenerationRouteContext {
+  const ServerOptions& options;
+  Engine& engine;
+  metrics::ServerMetrics& metrics;
+  JobContext job_context;
+  std::function<bool()> accepting_requests;  // ready and not draining
+};
+
+/// POST /v1/chat/completions. Before any parsing, a place in the engine's queue is reserved:
+/// 503 not_ready when not accepting, 429 queue_full when --max-queue requests wait (both counted
+/// in admission rejections, both with Retry-After). Then parse_chat_request / build_chat_job
+/// (400 / 404 / 415 as documented there), submission (400 / 429 / 503) and, for "stream": true,
+/// an SSE body (text/event-stream, Cache-Control: no-cache); else a chat.completion body. Sets
+/// "x-request-id" once the job reached the engine (its log line is then written by the engine
+/// side, generation_job.h). Errors are thrown as ApiError.
+void handle_chat_completions(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+/// POST /v1/completions: as handle_chat_completions with parse_completion_request /
+/// build_completion_job and text_completion bodies.
+void handle_completions(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+}  // namespace qs

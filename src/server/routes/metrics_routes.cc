@@ -1,0 +1,31 @@
+#include "server/routes/metrics_routes.h"
+
+#include "server/routes/http_reply.h"
+
+namespace qs {
+namespace {
+
+void update_gauges(const EngineStats& stats, metrics::ServerMetrics& metrics) {
+  metrics.set_num_requests_running(stats.running);
+  metrics.set_num_requests_waiting(stats.waiting);
+  metrics.set_kv_cache_usage(stats.kv_cache_usage);
+}
+
+}  // namespace
+
+void handle_metrics(const EngineStats& stats, metrics::ServerMetrics& metrics, httplib::Response& res) {
+  update_gauges(stats, metrics);
+  res.set_content(metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void handle_stats(const EngineStats& stats, metrics::ServerMetrics& metrics, httplib::Response& res) {
+  update_gauges(stats, metrics);
+  nlohmann::json body = metrics.stats_json();
+  body["kv_blocks"] = {{"total", stats.kv_blocks_total},
+                       {"referenced", stats.kv_blocks_referenced},
+                       {"cached", stats.kv_blocks_cached}};
+  body["preemptions"] = stats.preemptions_total;
+  send_json(res, 200, body);
+}
+
+}  // namespace qs

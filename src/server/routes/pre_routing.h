@@ -1,0 +1,31 @@
+// Checks made from a request's headers alone, before routing and before the body is read:
+// Content-Length syntax (400), the declared length against --max-body-bytes (413), a POST with no
+// length (411), and the --api-key on /v1/ routes (401).
+#pragma once
+
+#include <httplib.h>
+
+#include <optional>
+
+#include "server/api_error.h"
+#include "server/http_server.h"
+
+namespace qs {
+
+/// Why a request is answered from its headers.
+struct HeaderRejection {
+  ApiError error;
+  bool close_connection = false;  // the body is left unread, so the connection cannot be reused
+};
+
+/// The rejection of `req` from its headers, or nullopt when it may be routed:
+/// - Content-Length not one decimal number (RFC 9112 section 6.3: 1*DIGIT; several must agree):
+///   400 invalid_content_length, connection closed;
+/// - declared length above options.max_body_bytes: 413 request_too_large, connection closed;
+/// - a POST with neither Content-Length nor chunked Transfer-Encoding (RFC 9110 section
+///   15.5.12): 411 length_required, connection closed;
+/// - options.api_key set and a /v1/ path without "Authorization: Bearer <key>": 401
+///   invalid_api_key (the connection stays open).
+std::optional<HeaderRejection> check_request_headers(const httplib::Request& req, const ServerOptions& options);
+
+}  // namespace qs

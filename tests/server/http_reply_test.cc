@@ -1,0 +1,119 @@
+// The error shape of every rejected request (OpenAI API reference, "Error codes": a JSON object
+// {"error": {"message": string, "type": string, "param": string|null, "code": string|null}}), the
+// Retry-After header of 429/503 (RFC 9110 section 10.2.3: delay-seconds = 1*DIGIT) and the
+// reading of JSON bodies (415 / 400).
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "server/api_error.h"
+#include "server/routes/http_reply.h"
+
+namespace qs {
+namespace {
+
+using json = nlohmann::json;
+
+// The documented shape: exactly these four members, with these JSON types.
+void expect_openai_error_shape(const json& body) {
+  ASSERT_TRUE(body.is_object()) << body;
+  ASSERT_EQ(body.size(), 1u) << body;
+  ASSERT_TRUE(body.contains("error")) << body;
+  const json& e = body["error"];
+  ASSERT_TRUE(e.is_object()) << body;
+  std::set<std::string> keys;
+  for (const auto& [key, value] : e.items()) keys.insert(key);
+  EXPECT_EQ(keys, (std::set<std::string>{"message", "type", "param", "code"})) << body;
+  EXPECT_TRUE(e["message"].is_string()) << body;
+  EXPECT_FALSE(e["message"].get<std::string>().empty()) << body;
+  EXPECT_TRUE(e["type"].is_string()) << body;
+  EXPECT_TRUE(e["param"].is_string() || e["param"].is_null()) << body;
+  EXPECT_TRUE(e["code"].is_string() || e["code"].is_null()) << body;
+}
+
+TEST(HttpReply, ErrorBodyHasOpenAisShapeAndStatus) {
+  httplib::Response res;
+  send_error(res, ApiError(400, "temperature must be in [0, 2], got 9", "temperature", "invalid_request_error",
+                           "invalid_value"));
+  EXPECT_EQ(res.status, 400);
+  EXPECT_EQ(res.get_header_value("Content-Type"), "application/json");
+  const json body = json::parse(res.body);
+  expect_openai_error_shape(body);
+  EXPECT_EQ(body["error"]["message"], "temperature must be in [0, 2], got 9");
+  EXPECT_EQ(body["error"]["param"], "temperature");
+  EXPECT_EQ(body["error"]["code"], "invalid_value");
+  EXPECT_FALSE(res.has_header("Retry-After")) << "a 400 will fail again: no Retry-After";
+}
+
+TEST(HttpReply, MissingParamAndCodeAreJsonNull) {
+  httplib::Response res;
+  send_error(res, ApiError(500, "boom", "", "server_error"));
+  const json body = json::parse(res.body);
+  expect_openai_error_shape(body);
+  EXPECT_TRUE(body["error"]["param"].is_null());
+  EXPECT_TRUE(body["error"]["code"].is_null());
+}
+
+TEST(HttpReply, OverloadAndUnavailableCarryRetryAfterInSeconds) {
+  for (const int status : {429, 503}) {
+    httplib::Response res;
+    send_error(res, ApiError(status, "retry later", "", "rate_limit_error", "queue_full"));
+    EXPECT_EQ(res.status, status);
+    const std::string retry = res.get_header_value("Retry-After");
+    ASSERT_FALSE(retry.empty()) << status;
+    EXPECT_EQ(retry.find_first_not_of("0123456789"), std::string::npos) << "delay-seconds: " << retry;
+    expect_openai_error_shape(json::parse(res.body));
+  }
+}
+
+TEST(HttpReply, InvalidUtf8InAMessageStillGivesValidJson) {
+  httplib::Response res;
+  send_error(res, ApiError(400, std::string("bad byte \xff here"), "prompt"));
+  const json body = json::parse(res.body);  // throws on invalid UTF-8
+  expect_openai_error_shape(body);
+}
+
+httplib::Request post(std::string body, std::string content_type) {
+  httplib::Request req;
+  req.method = "POST";
+  req.body = std::move(body);
+  if (!content_type.empty()) req.set_header("Content-Type", content_type);
+  return req;
+}
+
+TEST(HttpReply, JsonBodyWithOrWithoutParametersOrTypeIsRead) {
+  for (const char* type : {"application/json", "application/json; charset=utf-8", ""}) {
+    const nlohmann::ordered_json body = parse_json_body(post(R"({"a": [1, 2]})", type));
+    EXPECT_EQ(body["a"][1], 2) << type;
+  }
+}
+
+TEST(HttpReply, OtherContentTypeIs415) {
+  try {
+    parse_json_body(post(R"({"a": 1})", "text/plain"));
+    FAIL() << "text/plain accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 415);  // RFC 9110 section 15.5.16 Unsupported Media Type
+    expect_openai_error_shape(e.to_json());
+  }
+}
+
+TEST(HttpReply, MalformedJsonIs400) {
+  for (const char* body : {"", "{", "{\"a\": }", "[1,]", "nul"}) {
+    try {
+      parse_json_body(post(body, "application/json"));
+      FAIL() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400) << body;
+      EXPECT_EQ(e.type(), "invalid_request_error");
+      expect_openai_error_shape(e.to_json());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qs

@@ -1,0 +1,227 @@
+// Request bodies of /v1/chat/completions and /v1/completions against the OpenAI API reference:
+// the documented field names, types and ranges (temperature 0..2, top_p 0..1, presence and
+// frequency penalties -2..2, logit_bias values -100..100, top_logprobs 0..20, n >= 1,
+// max_completion_tokens replacing max_tokens, stop as a string or an array, content as a string
+// or text parts, the developer role), each violation a 400 invalid_request_error naming the
+// field in `param`; unknown fields are ignored.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace qs {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr int32_t kVocab = 1000;
+
+ojson chat_body(ojson extra = ojson::object()) {
+  ojson body = {{"model", "m"}, {"messages", ojson::array({{{"role", "user"}, {"content", "Hi"}}})}};
+  for (const auto& [k, v] : extra.items()) body[k] = v;
+  return body;
+}
+
+ojson completion_body(ojson extra = ojson::object()) {
+  ojson body = {{"model", "m"}, {"prompt", "Once upon"}};
+  for (const auto& [k, v] : extra.items()) body[k] = v;
+  return body;
+}
+
+// The 400 a request gets: status, type and the param it names.
+void expect_rejected(const ojson& body, const std::string& param, bool chat = true) {
+  try {
+    if (chat) {
+      parse_chat_request(body, kVocab);
+    } else {
+      parse_completion_request(body, kVocab);
+    }
+    ADD_FAILURE() << "accepted: " << body.dump();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400) << body.dump();
+    EXPECT_EQ(e.type(), "invalid_request_error") << body.dump();
+    EXPECT_EQ(e.param(), param) << body.dump() << ": " << e.what();
+  }
+}
+
+TEST(OpenAiRequest, DocumentedDefaults) {
+  const ChatRequest r = parse_chat_request(chat_body(), kVocab);
+  EXPECT_EQ(r.fields.model, "m");
+  EXPECT_FLOAT_EQ(r.fields.sampling.temperature, 1.0f);  // OpenAI: defaults to 1
+  EXPECT_FLOAT_EQ(r.fields.sampling.top_p, 1.0f);        // defaults to 1
+  EXPECT_FLOAT_EQ(r.fields.sampling.presence_penalty, 0.0f);
+  EXPECT_FLOAT_EQ(r.fields.sampling.frequency_penalty, 0.0f);
+  EXPECT_EQ(r.fields.n, 1);                               // defaults to 1
+  EXPECT_FALSE(r.fields.stream);                          // defaults to false
+  EXPECT_FALSE(r.fields.logprobs);
+  EXPECT_FALSE(r.fields.max_tokens.has_value());
+  EXPECT_TRUE(r.fields.stop.empty());
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0]["content"], "Hi");
+}
+
+TEST(OpenAiRequest, SamplingRangesAreInclusiveAtTheDocumentedBounds) {
+  for (const auto& [name, lo, hi] : {std::tuple{"temperature", 0.0, 2.0}, std::tuple{"presence_penalty", -2.0, 2.0},
+                                     std::tuple{"frequency_penalty", -2.0, 2.0}}) {
+    EXPECT_NO_THROW(parse_chat_request(chat_body({{name, lo}}), kVocab)) << name << "=" << lo;
+    EXPECT_NO_THROW(parse_chat_request(chat_body({{name, hi}}), kVocab)) << name << "=" << hi;
+    expect_rejected(chat_body({{name, lo - 0.01}}), name);
+    expect_rejected(chat_body({{name, hi + 0.01}}), name);
+    expect_rejected(chat_body({{name, "1"}}), name);  // a number, not a string
+  }
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"top_p", 1.0}}), kVocab));
+  expect_rejected(chat_body({{"top_p", 1.5}}), "top_p");
+  expect_rejected(chat_body({{"top_p", -0.1}}), "top_p");
+}
+
+TEST(OpenAiRequest, NullMeansAbsent) {
+  // OpenAI's SDKs send null for unset optional fields.
+  const ChatRequest r = parse_chat_request(
+      chat_body({{"temperature", nullptr}, {"max_tokens", nullptr}, {"stop", nullptr}, {"n", nullptr}}), kVocab);
+  EXPECT_FLOAT_EQ(r.fields.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.fields.max_tokens.has_value());
+  EXPECT_EQ(r.fields.n, 1);
+}
+
+TEST(OpenAiRequest, MaxCompletionTokensTakesPrecedenceOverDeprecatedMaxTokens) {
+  EXPECT_EQ(parse_chat_request(chat_body({{"max_tokens", 7}}), kVocab).fields.max_tokens, 7);
+  EXPECT_EQ(parse_chat_request(chat_body({{"max_completion_tokens", 9}}), kVocab).fields.max_tokens, 9);
+  EXPECT_EQ(parse_chat_request(chat_body({{"max_tokens", 7}, {"max_completion_tokens", 9}}), kVocab).fields.max_tokens, 9);
+  expect_rejected(chat_body({{"max_tokens", 0}}), "max_tokens");
+  expect_rejected(chat_body({{"max_tokens", 2.5}}), "max_tokens");
+  expect_rejected(chat_body({{"max_tokens", "8"}}), "max_tokens");
+  expect_rejected(chat_body({{"max_completion_tokens", -1}}), "max_completion_tokens");
+}
+
+TEST(OpenAiRequest, StopIsAStringOrAnArrayOfStrings) {
+  EXPECT_EQ(parse_chat_request(chat_body({{"stop", "END"}}), kVocab).fields.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(parse_chat_request(chat_body({{"stop", {"a", "b"}}}), kVocab).fields.stop,
+            (std::vector<std::string>{"a", "b"}));
+  expect_rejected(chat_body({{"stop", 5}}), "stop");
+  expect_rejected(chat_body({{"stop", {"a", 5}}}), "stop");
+}
+
+TEST(OpenAiRequest, NIsAPositiveInteger) {
+  EXPECT_EQ(parse_chat_request(chat_body({{"n", 3}}), kVocab).fields.n, 3);
+  expect_rejected(chat_body({{"n", 0}}), "n");
+  expect_rejected(chat_body({{"n", 1.5}}), "n");
+}
+
+TEST(OpenAiRequest, LogitBiasMapsTokenIdStringsToBiasesInPlusMinus100) {
+  const ChatRequest r = parse_chat_request(chat_body({{"logit_bias", {{"5", -100}, {"17", 100}}}}), kVocab);
+  ASSERT_EQ(r.fields.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.fields.sampling.logit_bias[0], (std::pair<int32_t, float>{5, -100.0f}));
+  EXPECT_EQ(r.fields.sampling.logit_bias[1], (std::pair<int32_t, float>{17, 100.0f}));
+  expect_rejected(chat_body({{"logit_bias", {{"5", 101}}}}), "logit_bias");
+  expect_rejected(chat_body({{"logit_bias", {{"five", 1}}}}), "logit_bias");
+  expect_rejected(chat_body({{"logit_bias", {{std::to_string(kVocab), 1}}}}), "logit_bias");  // not a token id
+  expect_rejected(chat_body({{"logit_bias", {1, 2}}}), "logit_bias");
+}
+
+TEST(OpenAiRequest, ChatLogprobsIsABooleanWithTopLogprobs0To20) {
+  const ChatRequest r = parse_chat_request(chat_body({{"logprobs", true}, {"top_logprobs", 20}}), kVocab);
+  EXPECT_TRUE(r.fields.logprobs);
+  EXPECT_EQ(r.fields.top_logprobs, 20);
+  expect_rejected(chat_body({{"logprobs", 1}}), "logprobs");
+  expect_rejected(chat_body({{"logprobs", true}, {"top_logprobs", 21}}), "top_logprobs");
+  expect_rejected(chat_body({{"logprobs", true}, {"top_logprobs", -1}}), "top_logprobs");
+}
+
+TEST(OpenAiRequest, StreamOptionsIncludeUsage) {
+  const ChatRequest r =
+      parse_chat_request(chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}), kVocab);
+  EXPECT_TRUE(r.fields.stream);
+  EXPECT_TRUE(r.fields.include_usage);
+  expect_rejected(chat_body({{"stream", "yes"}}), "stream");
+  expect_rejected(chat_body({{"stream_options", true}}), "stream_options");
+}
+
+TEST(OpenAiRequest, MessagesNeedAKnownRoleAndContent) {
+  expect_rejected(chat_body({{"messages", nullptr}}), "messages");
+  expect_rejected(chat_body({{"messages", ojson::array()}}), "messages");
+  expect_rejected(chat_body({{"messages", "Hi"}}), "messages");
+  expect_rejected(chat_body({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}), "messages[0].role");
+  expect_rejected(chat_body({{"messages", {{{"role", "user"}}}}}), "messages[0].content");
+  expect_rejected(chat_body({{"messages", {{{"role", "user"}, {"content", "a"}}, 5}}}), "messages[1]");
+  // An assistant message may have no content (it called tools).
+  EXPECT_NO_THROW(parse_chat_request(
+      chat_body({{"messages", {{{"role", "user"}, {"content", "a"}}, {{"role", "assistant"}, {"content", nullptr}}}}}),
+      kVocab));
+}
+
+TEST(OpenAiRequest, ContentPartsOfTypeTextAreJoined) {
+  const ojson parts = ojson::array({{{"type", "text"}, {"text", "Hello, "}}, {{"type", "text"}, {"text", "world"}}});
+  const ChatRequest r = parse_chat_request(chat_body({{"messages", {{{"role", "user"}, {"content", parts}}}}}), kVocab);
+  EXPECT_EQ(r.messages[0]["content"], "Hello, world");
+  const ojson image = ojson::array({{{"type", "image_url"}, {"image_url", {{"url", "http://x"}}}}});
+  expect_rejected(chat_body({{"messages", {{{"role", "user"}, {"content", image}}}}}), "messages[0].content");
+}
+
+TEST(OpenAiRequest, DeveloperRoleIsTheSystemRole) {
+  const ChatRequest r = parse_chat_request(
+      chat_body({{"messages", {{{"role", "developer"}, {"content", "Be brief"}}, {{"role", "user"}, {"content", "Hi"}}}}}),
+      kVocab);
+  EXPECT_EQ(r.messages[0]["role"], "system");
+}
+
+TEST(OpenAiRequest, ToolCallArgumentsSentAsAJsonStringReachTheTemplateAsAnObject) {
+  const ojson call = {{"id", "call_1"}, {"type", "function"},
+                      {"function", {{"name", "f"}, {"arguments", R"({"city": "Paris"})"}}}};
+  const ChatRequest r = parse_chat_request(
+      chat_body({{"messages", {{{"role", "user"}, {"content", "a"}},
+                               {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}}}}),
+      kVocab);
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"], (ojson{{"city", "Paris"}}));
+}
+
+TEST(OpenAiRequest, ToolsIsAnArrayAndChatTemplateKwargsAnObject) {
+  expect_rejected(chat_body({{"tools", {{"type", "function"}}}}), "tools");
+  expect_rejected(chat_body({{"chat_template_kwargs", "x"}}), "chat_template_kwargs");
+  const ChatRequest r = parse_chat_request(chat_body({{"chat_template_kwargs", {{"enable_thinking", false}}}}), kVocab);
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+}
+
+TEST(OpenAiRequest, UnknownFieldsAreIgnored) {
+  const ChatRequest r = parse_chat_request(
+      chat_body({{"user", "u-1"}, {"metadata", {{"k", "v"}}}, {"store", false}, {"some_future_field", {1, 2}}}), kVocab);
+  EXPECT_EQ(r.messages.size(), 1u);
+  EXPECT_NO_THROW(parse_completion_request(completion_body({{"suffix", nullptr}, {"best_of", 1}}), kVocab));
+}
+
+TEST(OpenAiRequest, BodyMustBeAnObject) {
+  for (const ojson& body : {ojson::array(), ojson("x"), ojson(3), ojson(nullptr)}) {
+    EXPECT_THROW(parse_chat_request(body, kVocab), ApiError) << body.dump();
+    EXPECT_THROW(parse_completion_request(body, kVocab), ApiError) << body.dump();
+  }
+}
+
+TEST(OpenAiRequest, CompletionPromptIsAStringOrTokenIds) {
+  EXPECT_EQ(parse_completion_request(completion_body(), kVocab).prompt_text, "Once upon");
+  EXPECT_EQ(parse_completion_request(completion_body({{"prompt", {"single"}}}), kVocab).prompt_text, "single");
+  EXPECT_EQ(parse_completion_request(completion_body({{"prompt", {1, 2, 3}}}), kVocab).prompt_ids,
+            (std::vector<int32_t>{1, 2, 3}));
+  expect_rejected(completion_body({{"prompt", nullptr}}), "prompt", false);
+  expect_rejected(completion_body({{"prompt", ""}}), "prompt", false);
+  expect_rejected(completion_body({{"prompt", ojson::array()}}), "prompt", false);
+  expect_rejected(completion_body({{"prompt", {1, kVocab}}}), "prompt", false);  // outside the vocabulary
+  expect_rejected(completion_body({{"prompt", {1, -1}}}), "prompt", false);
+  expect_rejected(completion_body({{"prompt", 5}}), "prompt", false);
+}
+
+TEST(OpenAiRequest, CompletionLogprobsIsAnIntegerCountAndEchoABoolean) {
+  const CompletionRequest r = parse_completion_request(completion_body({{"logprobs", 3}, {"echo", true}}), kVocab);
+  EXPECT_TRUE(r.fields.logprobs);
+  EXPECT_EQ(r.fields.top_logprobs, 3);
+  EXPECT_TRUE(r.fields.echo);
+  EXPECT_FALSE(parse_completion_request(completion_body(), kVocab).fields.logprobs) << "absent: no logprobs";
+  expect_rejected(completion_body({{"logprobs", true}}), "logprobs", false);
+  expect_rejected(completion_body({{"echo", 1}}), "echo", false);
+}
+
+}  // namespace
+}  // namespace qs

@@ -1,0 +1,89 @@
+// Header checks before routing: RFC 9112 section 6.3 (Content-Length = 1*DIGIT; differing values
+// are unrecoverable), RFC 9110 sections 15.5.12 (411 Length Required) and 15.5.14 (413 Content
+// Too Large), and the OpenAI API's bearer authentication (401, code invalid_api_key).
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <string>
+#include <vector>
+
+#include "server/routes/pre_routing.h"
+
+namespace qs {
+namespace {
+
+httplib::Request request(const std::string& method, const std::string& path,
+                         const std::vector<std::pair<std::string, std::string>>& headers) {
+  httplib::Request req;
+  req.method = method;
+  req.path = path;
+  for (const auto& [k, v] : headers) req.headers.emplace(k, v);
+  return req;
+}
+
+ServerOptions options_with_limit(size_t max_body_bytes) {
+  ServerOptions options;
+  options.max_body_bytes = max_body_bytes;
+  return options;
+}
+
+TEST(PreRouting, ValidRequestsAreRouted) {
+  const ServerOptions options = options_with_limit(100);
+  EXPECT_FALSE(check_request_headers(request("GET", "/health", {}), options));
+  EXPECT_FALSE(check_request_headers(request("POST", "/v1/completions", {{"Content-Length", "100"}}), options));
+  EXPECT_FALSE(check_request_headers(request("POST", "/v1/completions", {{"Content-Length", "0"}}), options));
+  EXPECT_FALSE(check_request_headers(request("POST", "/v1/completions", {{"Transfer-Encoding", "chunked"}}), options));
+  EXPECT_FALSE(check_request_headers(request("POST", "/tokenize", {{"Content-Length", "7"}, {"Content-Length", "7"}}), options))
+      << "repeated identical values are allowed";
+}
+
+TEST(PreRouting, ContentLengthThatIsNotOneDecimalNumberIs400AndCloses) {
+  const ServerOptions options = options_with_limit(1000);
+  for (const std::vector<std::pair<std::string, std::string>>& headers :
+       std::vector<std::vector<std::pair<std::string, std::string>>>{
+           {{"Content-Length", "-5"}}, {{"Content-Length", "+5"}}, {{"Content-Length", "5, 5"}},
+           {{"Content-Length", ""}}, {{"Content-Length", "0x10"}}, {{"Content-Length", "5.0"}},
+           {{"Content-Length", "99999999999999999999999"}}, {{"Content-Length", "5"}, {"Content-Length", "6"}}}) {
+    const auto rejection = check_request_headers(request("POST", "/v1/completions", headers), options);
+    ASSERT_TRUE(rejection) << headers.back().second;
+    EXPECT_EQ(rejection->error.status(), 400) << headers.back().second;
+    EXPECT_TRUE(rejection->close_connection) << "the body cannot be delimited";
+    EXPECT_NE(std::string(rejection->error.what()).find("Content-Length"), std::string::npos);
+  }
+}
+
+TEST(PreRouting, DeclaredLengthAboveTheLimitIs413AndCloses) {
+  const ServerOptions options = options_with_limit(100);
+  EXPECT_FALSE(check_request_headers(request("POST", "/v1/completions", {{"Content-Length", "100"}}), options));
+  const auto rejection = check_request_headers(request("POST", "/v1/completions", {{"Content-Length", "101"}}), options);
+  ASSERT_TRUE(rejection);
+  EXPECT_EQ(rejection->error.status(), 413);
+  EXPECT_TRUE(rejection->close_connection);
+}
+
+TEST(PreRouting, PostWithoutLengthOrChunkingIs411AndCloses) {
+  const auto rejection = check_request_headers(request("POST", "/v1/chat/completions", {}), ServerOptions{});
+  ASSERT_TRUE(rejection);
+  EXPECT_EQ(rejection->error.status(), 411);
+  EXPECT_TRUE(rejection->close_connection);
+}
+
+TEST(PreRouting, ApiKeyGuardsV1RoutesOnly) {
+  ServerOptions options;
+  options.api_key = "sekret";
+  const auto missing = check_request_headers(request("GET", "/v1/models", {}), options);
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->error.status(), 401);
+  EXPECT_EQ(missing->error.code(), "invalid_api_key");
+  EXPECT_FALSE(missing->close_connection) << "headers were fine: the connection can be reused";
+  const auto wrong = check_request_headers(request("GET", "/v1/models", {{"Authorization", "Bearer other"}}), options);
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->error.status(), 401);
+  EXPECT_FALSE(check_request_headers(request("GET", "/v1/models", {{"Authorization", "Bearer sekret"}}), options));
+  EXPECT_FALSE(check_request_headers(request("GET", "/health", {}), options)) << "probes need no key";
+  EXPECT_FALSE(check_request_headers(request("GET", "/metrics", {}), options));
+}
+
+}  // namespace
+}  // namespace qs

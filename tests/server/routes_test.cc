@@ -1,0 +1,258 @@
+// The route handlers called without a socket: a request struct in, the response struct out.
+// /v1/models follows the OpenAI "List models" / "Retrieve model" objects; /tokenize and
+// /detokenize agree with the Hugging Face tokenizer's ids (tests/fixtures/tokenizer); /metrics is
+// Prometheus text format 0.0.4; unrouted requests get OpenAI-shaped errors or a static file.
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "chat/chat_template.h"
+#include "metrics/server_metrics.h"
+#include "server/api_error.h"
+#include "server/routes/fallback_route.h"
+#include "server/routes/health_routes.h"
+#include "server/routes/metrics_routes.h"
+#include "server/routes/model_routes.h"
+#include "server/routes/tokenize_routes.h"
+#include "support/tokenizer_test_support.h"
+
+namespace qs {
+namespace {
+
+using json = nlohmann::json;
+
+httplib::Request post_json(const json& body) {
+  httplib::Request req;
+  req.method = "POST";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  return req;
+}
+
+json json_body(const httplib::Response& res) {
+  EXPECT_EQ(res.get_header_value("Content-Type"), "application/json");
+  return json::parse(res.body);
+}
+
+// Throws ApiError or returns; the status and param of the error.
+template <typename F>
+ApiError caught(F&& f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ApiError thrown";
+  return ApiError(0, "none");
+}
+
+TEST(Routes, HealthIsAlways200) {
+  httplib::Response res;
+  handle_health(res);
+  EXPECT_EQ(res.status, 200);
+  EXPECT_EQ(json_body(res)["status"], "ok");
+}
+
+TEST(Routes, ReadyIs200OnlyWhenAccepting) {
+  httplib::Response res;
+  handle_ready(true, res);
+  EXPECT_EQ(res.status, 200);
+  const ApiError e = caught([] {
+    httplib::Response r;
+    handle_ready(false, r);
+  });
+  EXPECT_EQ(e.status(), 503);
+}
+
+// OpenAI's model object: id (string), object "model", created (integer), owned_by (string).
+void expect_model_object(const json& m, const std::string& id) {
+  EXPECT_EQ(m["id"], id);
+  EXPECT_EQ(m["object"], "model");
+  EXPECT_TRUE(m["created"].is_number_integer()) << m;
+  EXPECT_TRUE(m["owned_by"].is_string()) << m;
+}
+
+TEST(Routes, ModelListHasEachServedNameOnce) {
+  ServerOptions options;
+  options.served_model_name = "main";
+  options.served_model_aliases = {"alias", "main", "alias"};
+  httplib::Response res;
+  handle_list_models(options, 4096, res);
+  EXPECT_EQ(res.status, 200);
+  const json body = json_body(res);
+  EXPECT_EQ(body["object"], "list");
+  ASSERT_TRUE(body["data"].is_array());
+  ASSERT_EQ(body["data"].size(), 2u) << body;
+  expect_model_object(body["data"][0], "main");
+  expect_model_object(body["data"][1], "alias");
+}
+
+TEST(Routes, RetrieveModelReturnsTheObjectOr404) {
+  ServerOptions options;
+  options.served_model_name = "main";
+  options.served_model_aliases = {"alias"};
+  httplib::Response res;
+  handle_retrieve_model("alias", options, 4096, res);
+  EXPECT_EQ(res.status, 200);
+  expect_model_object(json_body(res), "alias");
+  const ApiError e = caught([&] {
+    httplib::Response r;
+    handle_retrieve_model("gpt-4", options, 4096, r);
+  });
+  EXPECT_EQ(e.status(), 404);
+  EXPECT_EQ(e.param(), "model");
+  EXPECT_EQ(e.code(), "model_not_found");
+}
+
+// A ChatML template written out here, so that the expected prompt text is known independently.
+const char* kChatMl =
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+struct TokenizeFixture {
+  ServerOptions options;
+  ChatTemplate chat_template{kChatMl};
+  JobContext ctx{options, test::qwen_tokenizer(), chat_template, 4096};
+};
+
+TEST(Routes, TokenizeAPromptGivesTheReferenceIds) {
+  TokenizeFixture f;
+  for (const test::CorpusCase& c : test::corpus_cases()) {
+    if (c.text.empty()) continue;
+    httplib::Response res;
+    handle_tokenize(post_json({{"prompt", c.text}}), f.ctx, res);
+    ASSERT_EQ(res.status, 200) << c.tag;
+    const json body = json_body(res);
+    EXPECT_EQ(body["tokens"].get<std::vector<int32_t>>(), c.ids) << c.tag;
+    EXPECT_EQ(body["count"], c.ids.size()) << c.tag;
+    EXPECT_EQ(body["max_model_len"], 4096);
+  }
+}
+
+TEST(Routes, TokenizeMessagesRendersTheChatTemplate) {
+  TokenizeFixture f;
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const Tokenizer& tok = test::qwen_tokenizer();
+  httplib::Response with_prompt;
+  handle_tokenize(post_json({{"messages", messages}}), f.ctx, with_prompt);
+  EXPECT_EQ(json_body(with_prompt)["tokens"].get<std::vector<int32_t>>(),
+            tok.encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"))
+      << "add_generation_prompt defaults to true";
+  httplib::Response without;
+  handle_tokenize(post_json({{"messages", messages}, {"add_generation_prompt", false}}), f.ctx, without);
+  EXPECT_EQ(json_body(without)["tokens"].get<std::vector<int32_t>>(), tok.encode("<|im_start|>user\nHi<|im_end|>\n"));
+}
+
+TEST(Routes, TokenizeWithoutPromptOrMessagesIs400) {
+  TokenizeFixture f;
+  for (const json& body : {json::object(), json{{"prompt", 5}}, json{{"text", "hi"}}}) {
+    const ApiError e = caught([&] {
+      httplib::Response res;
+      handle_tokenize(post_json(body), f.ctx, res);
+    });
+    EXPECT_EQ(e.status(), 400) << body;
+    EXPECT_EQ(e.param(), "prompt") << body;
+  }
+}
+
+TEST(Routes, DetokenizeGivesTheReferenceText) {
+  for (const test::CorpusCase& c : test::corpus_cases()) {
+    httplib::Response res;
+    handle_detokenize(post_json({{"tokens", c.ids}}), test::qwen_tokenizer(), res);
+    ASSERT_EQ(res.status, 200) << c.tag;
+    EXPECT_EQ(json_body(res)["prompt"], c.decoded) << c.tag;
+  }
+}
+
+TEST(Routes, DetokenizeRejectsWhatIsNotAListOfTokenIds) {
+  const int32_t vocab = test::qwen_tokenizer().vocab_size();
+  for (const json& body : {json::object(), json{{"tokens", "9707"}}, json{{"tokens", {9707, "11"}}},
+                           json{{"tokens", {-1}}}, json{{"tokens", {vocab}}}, json{{"tokens", {1.5}}}}) {
+    const ApiError e = caught([&] {
+      httplib::Response res;
+      handle_detokenize(post_json(body), test::qwen_tokenizer(), res);
+    });
+    EXPECT_EQ(e.status(), 400) << body;
+    EXPECT_EQ(e.param(), "tokens") << body;
+  }
+}
+
+// The value of an unlabelled sample line `name value` in Prometheus text format.
+double sample(const std::string& text, const std::string& name) {
+  const std::string prefix = "\n" + name + " ";
+  const size_t at = ("\n" + text).find(prefix);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no sample " << name;
+    return -1;
+  }
+  return std::stod(text.substr(at + prefix.size() - 1));
+}
+
+TEST(Routes, MetricsIsPrometheusTextWithTheEngineGauges) {
+  metrics::ServerMetrics metrics;
+  EngineStats stats;
+  stats.running = 3;
+  stats.waiting = 7;
+  stats.kv_cache_usage = 0.25;
+  httplib::Response res;
+  handle_metrics(stats, metrics, res);
+  EXPECT_EQ(res.status == -1 ? 200 : res.status, 200);
+  EXPECT_EQ(res.get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u)
+      << res.get_header_value("Content-Type");
+  EXPECT_EQ(sample(res.body, "qwenserve_num_requests_running"), 3);
+  EXPECT_EQ(sample(res.body, "qwenserve_num_requests_waiting"), 7);
+  EXPECT_EQ(sample(res.body, "qwenserve_kv_cache_usage_perc"), 0.25);
+}
+
+TEST(Routes, StatsReportsKvBlocksAndPreemptions) {
+  metrics::ServerMetrics metrics;
+  EngineStats stats;
+  stats.kv_blocks_total = 100;
+  stats.kv_blocks_referenced = 40;
+  stats.kv_blocks_cached = 12;
+  stats.preemptions_total = 5;
+  httplib::Response res;
+  handle_stats(stats, metrics, res);
+  EXPECT_EQ(res.status, 200);
+  const json body = json_body(res);
+  EXPECT_EQ(body["kv_blocks"], (json{{"total", 100}, {"referenced", 40}, {"cached", 12}}));
+  EXPECT_EQ(body["preemptions"], 5);
+}
+
+TEST(Routes, UnroutedRequestsGetAnOpenAiErrorOrAStaticFile) {
+  static const StaticFile page{"text/html", "<html></html>"};
+  const StaticFileLookup files = [](std::string_view path) { return path == "/" ? &page : nullptr; };
+  httplib::Request get;
+  get.method = "GET";
+  get.path = "/";
+  httplib::Response served;
+  served.status = 404;
+  EXPECT_FALSE(fallback_reply(get, served, files, 100));
+  EXPECT_EQ(served.status, 200);
+  EXPECT_EQ(served.body, "<html></html>");
+  EXPECT_EQ(served.get_header_value("Content-Type"), "text/html");
+
+  get.path = "/nope";
+  httplib::Response missing;
+  missing.status = 404;
+  const std::optional<ApiError> not_found = fallback_reply(get, missing, files, 100);
+  ASSERT_TRUE(not_found);
+  EXPECT_EQ(not_found->status(), 404);
+  EXPECT_NE(std::string(not_found->what()).find("/nope"), std::string::npos);
+
+  httplib::Request post;
+  post.method = "POST";
+  post.path = "/";
+  httplib::Response too_large;
+  too_large.status = 413;
+  const std::optional<ApiError> large = fallback_reply(post, too_large, files, 100);
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->status(), 413);
+  EXPECT_EQ(large->code(), "request_too_large");
+}
+
+}  // namespace
+}  // namespace qs
