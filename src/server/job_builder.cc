@@ -103,27 +103,44 @@ std::string served_model_for(const std::string& requested, const ServerOptions& 
   throw ApiError(404, "The model `" + requested + "` does not exist.", "model", "NotFoundError", "model_not_found");
 }
 
-std::string render_chat_prompt(const JobContext& ctx, const nlohmann::ordered_json& messages,
-                               const nlohmann::ordered_json& tools,
-                               const nlohmann::ordered_json& kwargs, bool add_generation_prompt) {
+std::string render_chat_prompt(const JobContext& ctx, const ChatRequest& request) {
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : kwargs.items()) context[key] = value;
-  context["messages"] = messages;
-  if (!tools.is_null()) context["tools"] = tools;
-  context["add_generation_prompt"] = add_generation_prompt;
+  for (const auto& [key, value] : request.chat_template_kwargs.items()) context[key] = value;
+  context["messages"] = request.messages;
+  if (!request.tools.is_null()) context["tools"] = request.tools;
+  context["add_generation_prompt"] = request.add_generation_prompt;
   context["bos_token"] = "";
   context["eos_token"] = "<|im_end|>";
+  std::string prompt;
   try {
-    return ctx.chat_template.render(context);
+    prompt = ctx.chat_template.render(context);
   } catch (const Error& e) {
     throw invalid_param("messages", std::string("chat template: ") + e.what());
   }
+  if (!request.continue_final_message) return prompt;
+  // Hugging Face's rule: cut after the last occurrence of the final message's text; when the
+  // template trimmed it, after the last occurrence of the trimmed text.
+  const nlohmann::ordered_json& content = request.messages.back()["content"];
+  const std::string final_text = content.is_string() ? content.get<std::string>() : std::string();
+  const size_t first = final_text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    throw invalid_param("continue_final_message", "continue_final_message needs a final message with text to continue");
+  }
+  if (const size_t at = prompt.rfind(final_text); at != std::string::npos) return prompt.substr(0, at + final_text.size());
+  const std::string trimmed = final_text.substr(first, final_text.find_last_not_of(" \t\r\n") + 1 - first);
+  const size_t at = prompt.rfind(trimmed);
+  if (at == std::string::npos) {
+    throw invalid_param("continue_final_message",
+                        "continue_final_message: the chat template does not reproduce the final message's text");
+  }
+  const std::string left_trimmed = final_text.substr(first);
+  const bool keeps_trailing = prompt.compare(at, left_trimmed.size(), left_trimmed) == 0;
+  return prompt.substr(0, at + (keeps_trailing ? left_trimmed.size() : trimmed.size()));
 }
 
 GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx) {
   std::string model = served_model_for(request.fields.model, ctx.options);  // 404 before any templating
-  const std::string prompt = render_chat_prompt(ctx, request.messages, request.tools,
-                                                request.chat_template_kwargs, true);
+  const std::string prompt = render_chat_prompt(ctx, request);
   GenerationJob job = base_job(request.fields, GenerationJob::Api::kChat, ctx, std::move(model), ctx.tokenizer.encode(prompt));
   const bool tool_choice_none = request.tool_choice.is_string() && request.tool_choice == "none";
   job.parse_tool_calls = request.tools.is_array() && !request.tools.empty() && !tool_choice_none;

@@ -27,9 +27,13 @@ std::string served_model_for(const std::string& requested, const ServerOptions& 
 GenerationJob build_chat_job(const ChatRequest& request, const JobContext& ctx);
 GenerationJob build_completion_job(const CompletionRequest& request, const JobContext& ctx);
 
-/// Renders the chat template for `messages` (used by /v1/chat/completions and /tokenize).
-std::string render_chat_prompt(const JobContext& ctx, const nlohmann::ordered_json& messages,
-                               const nlohmann::ordered_json& tools,
-                               const nlohmann::ordered_json& kwargs, bool add_generation_prompt);
+/// Renders the chat template for the request's messages, tools and chat_template_kwargs, with its
+/// add_generation_prompt (used by /v1/chat/completions and /tokenize). With continue_final_message
+/// the prompt is cut right after the final message's content (as Hugging Face's
+/// apply_chat_template), so that the model continues that message. Throws ApiError(400) when the
+/// template rejects the conversation (param "messages"), or, with continue_final_message, when
+/// the final message has no text or the template does not reproduce it (param
+/// "continue_final_message").
+std::string render_chat_prompt(const JobContext& ctx, const ChatRequest& request);
 
 }  // namespace qs

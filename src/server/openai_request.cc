@@ -206,6 +206,12 @@ ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
     if (!kwargs->is_object()) throw invalid_param("chat_template_kwargs", "chat_template_kwargs must be an object");
     r.chat_template_kwargs = *kwargs;
   }
+  r.add_generation_prompt = boolean(body, "add_generation_prompt", true);
+  r.continue_final_message = boolean(body, "continue_final_message", false);
+  if (r.add_generation_prompt && r.continue_final_message) {
+    throw invalid_param("continue_final_message",
+                        "continue_final_message continues the final message, so it needs add_generation_prompt: false");
+  }
   return r;
 }
 

@@ -1,8 +1,9 @@
 // Parsing and validation of OpenAI chat-completion and completion request bodies.
 //
 // Field names and semantics: OpenAI API reference (Chat Completions, Completions), plus the
-// vLLM extensions top_k, min_p, repetition_penalty and chat_template_kwargs. Unknown fields are
-// ignored; a wrong type or an out-of-range value throws ApiError(400) naming the field in `param`.
+// vLLM extensions top_k, min_p, repetition_penalty, chat_template_kwargs, add_generation_prompt and
+// continue_final_message. Unknown fields are ignored; a wrong type or an out-of-range value throws
+// ApiError(400) naming the field in `param`.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,8 @@ struct ChatRequest {
   nlohmann::ordered_json tools;       // null or array
   nlohmann::ordered_json tool_choice; // null, string or object
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  bool add_generation_prompt = true;    // vLLM / Hugging Face: end the prompt with the assistant's turn opener
+  bool continue_final_message = false;  // vLLM / Hugging Face: leave the final message open and continue it
 };
 
 struct CompletionRequest {
@@ -45,6 +48,8 @@ struct CompletionRequest {
 };
 
 /// Throws ApiError(400) on invalid input. `vocab_size` bounds logit_bias ids and prompt ids.
+/// add_generation_prompt and continue_final_message both true is a 400 (param
+/// "continue_final_message"), as in vLLM and Hugging Face's apply_chat_template.
 ChatRequest parse_chat_request(const nlohmann::ordered_json& body, int32_t vocab_size);
 CompletionRequest parse_completion_request(const nlohmann::ordered_json& body, int32_t vocab_size);
 

@@ -232,6 +232,42 @@ test('GET /v1/models/{model}: the model object for served names, 404 model_not_f
     (err) => err instanceof OpenAI.NotFoundError && err.status === 404);
 });
 
+test('chat-template fields with a wrong type get a 400 naming them; unknown fields are ignored', async () => {
+  // vLLM's add_generation_prompt / continue_final_message (booleans) and chat_template_kwargs
+  // (an object): a wrong type is a 400 invalid_request_error with the field as param, never a 500.
+  for (const route of ['/tokenize', '/v1/chat/completions']) {
+    for (const [field, value] of [['add_generation_prompt', 'yes'], ['continue_final_message', 1],
+                                  ['chat_template_kwargs', ['enable_thinking']]]) {
+      const res = await server.post(route, { messages: MESSAGES, max_tokens: 2, [field]: value });
+      assert.equal(res.status, 400, `${route} ${field}=${JSON.stringify(value)}: ${res.text}`);
+      assert.equal(res.json?.error?.type, 'invalid_request_error');
+      assert.equal(res.json?.error?.param, field);
+    }
+  }
+  // Fields OpenAI SDKs and agent frameworks send that we do not use.
+  const ok = await server.post('/v1/chat/completions', {
+    messages: [{ role: 'user', content: 'Hi', name: 'bob', cache_control: { type: 'ephemeral' } }], max_tokens: 2,
+    user: 'u-1', metadata: { k: 'v' }, store: false, service_tier: 'auto', some_future_field: [1, 2],
+  });
+  assert.equal(ok.status, 200, ok.text);
+});
+
+test('continue_final_message: the prompt ends with the final message, open for the model to continue', async () => {
+  const messages = [...MESSAGES, { role: 'assistant', content: 'Once upon a' }];
+  const tok = await server.post('/tokenize', { messages, add_generation_prompt: false, continue_final_message: true });
+  assert.equal(tok.status, 200, tok.text);
+  const text = await server.post('/detokenize', { tokens: tok.json.tokens });
+  assert.ok(text.json.prompt.endsWith('Once upon a'), JSON.stringify(text.json.prompt));
+  const closed = await server.post('/tokenize', { messages, add_generation_prompt: false });
+  assert.ok(closed.json.count > tok.json.count, 'without it the final message is closed (end of turn)');
+  const both = await server.post('/v1/chat/completions', { messages, continue_final_message: true, max_tokens: 2 });
+  assert.equal(both.status, 400, 'add_generation_prompt defaults to true and cannot be combined with it');
+  assert.equal(both.json?.error?.param, 'continue_final_message');
+  const res = await server.post('/v1/chat/completions', { messages, add_generation_prompt: false, continue_final_message: true, max_tokens: 2 });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.json.usage.prompt_tokens, tok.json.count, 'the completion runs on the same prompt');
+});
+
 test('SIGTERM during startup stops the server instead of leaving one that ignores SIGTERM', async () => {
   for (const delayMs of [20, 100, 400]) {
     const model = await makeTinyModel();

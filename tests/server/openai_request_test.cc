@@ -186,10 +186,35 @@ TEST(OpenAiRequest, ToolsIsAnArrayAndChatTemplateKwargsAnObject) {
   EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
 }
 
+TEST(OpenAiRequest, TemplateControlsAreBooleansAndKwargsAnObject) {
+  // vLLM's chat-template fields: a wrong type is a 400 naming the field, never a 500.
+  for (const char* name : {"add_generation_prompt", "continue_final_message"}) {
+    for (const ojson& wrong : {ojson("yes"), ojson(1), ojson::array(), ojson::object()}) {
+      expect_rejected(chat_body({{name, wrong}}), name);
+    }
+  }
+  for (const ojson& wrong : {ojson("x"), ojson(1), ojson::array(), ojson(true)}) {
+    expect_rejected(chat_body({{"chat_template_kwargs", wrong}}), "chat_template_kwargs");
+  }
+  const ChatRequest defaults = parse_chat_request(chat_body(), kVocab);
+  EXPECT_TRUE(defaults.add_generation_prompt);
+  EXPECT_FALSE(defaults.continue_final_message);
+  const ChatRequest cont =
+      parse_chat_request(chat_body({{"add_generation_prompt", false}, {"continue_final_message", true}}), kVocab);
+  EXPECT_FALSE(cont.add_generation_prompt);
+  EXPECT_TRUE(cont.continue_final_message);
+  // The two cannot hold at once (vLLM and Hugging Face reject it).
+  expect_rejected(chat_body({{"continue_final_message", true}}), "continue_final_message");
+}
+
 TEST(OpenAiRequest, UnknownFieldsAreIgnored) {
   const ChatRequest r = parse_chat_request(
       chat_body({{"user", "u-1"}, {"metadata", {{"k", "v"}}}, {"store", false}, {"some_future_field", {1, 2}}}), kVocab);
   EXPECT_EQ(r.messages.size(), 1u);
+  // Unknown fields inside a message (Anthropic-style cache_control, a name) are kept for the template.
+  EXPECT_NO_THROW(parse_chat_request(
+      chat_body({{"messages", {{{"role", "user"}, {"content", "a"}, {"name", "bob"}, {"cache_control", {{"type", "ephemeral"}}}}}}}),
+      kVocab));
   EXPECT_NO_THROW(parse_completion_request(completion_body({{"suffix", nullptr}, {"best_of", 1}}), kVocab));
 }
 

@@ -146,6 +146,32 @@ TEST(Routes, TokenizeMessagesRendersTheChatTemplate) {
   EXPECT_EQ(json_body(without)["tokens"].get<std::vector<int32_t>>(), tok.encode("<|im_start|>user\nHi<|im_end|>\n"));
 }
 
+TEST(Routes, TokenizeContinueFinalMessageLeavesTheLastMessageOpen) {
+  TokenizeFixture f;
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Once upon"}}});
+  httplib::Response res;
+  handle_tokenize(post_json({{"messages", messages}, {"add_generation_prompt", false}, {"continue_final_message", true}}),
+                  f.ctx, res);
+  EXPECT_EQ(json_body(res)["tokens"].get<std::vector<int32_t>>(),
+            test::qwen_tokenizer().encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nOnce upon"));
+}
+
+TEST(Routes, TokenizeWithAWrongTypedTemplateFieldIs400NamingIt) {
+  TokenizeFixture f;
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  for (const auto& [field, value] : {std::pair<std::string, json>{"add_generation_prompt", "yes"},
+                                     std::pair<std::string, json>{"add_generation_prompt", 1},
+                                     std::pair<std::string, json>{"continue_final_message", "no"},
+                                     std::pair<std::string, json>{"chat_template_kwargs", json::array()}}) {
+    const ApiError e = caught([&] {
+      httplib::Response res;
+      handle_tokenize(post_json({{"messages", messages}, {field, value}}), f.ctx, res);
+    });
+    EXPECT_EQ(e.status(), 400) << field << "=" << value;
+    EXPECT_EQ(e.param(), field);
+  }
+}
+
 TEST(Routes, TokenizeWithoutPromptOrMessagesIs400) {
   TokenizeFixture f;
   for (const json& body : {json::object(), json{{"prompt", 5}}, json{{"text", "hi"}}}) {

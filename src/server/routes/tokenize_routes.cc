@@ -13,9 +13,7 @@ void handle_tokenize(const httplib::Request& req, const JobContext& ctx, httplib
   const nlohmann::ordered_json body = parse_json_body(req);
   std::string text;
   if (body.contains("messages")) {
-    const ChatRequest chat = parse_chat_request(body, ctx.tokenizer.vocab_size());
-    text = render_chat_prompt(ctx, chat.messages, chat.tools, chat.chat_template_kwargs,
-                              body.value("add_generation_prompt", true));
+    text = render_chat_prompt(ctx, parse_chat_request(body, ctx.tokenizer.vocab_size()));
   } else if (body.contains("prompt") && body["prompt"].is_string()) {
     text = body["prompt"].get<std::string>();
   } else {

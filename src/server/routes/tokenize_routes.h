@@ -9,8 +9,9 @@
 namespace qs {
 
 /// POST /tokenize: {"prompt": string} or a chat body ({"messages": [...], optional "tools",
-/// "chat_template_kwargs", "add_generation_prompt" (default true)}, rendered with the chat
-/// template) -> 200 {"tokens": [ids], "count": n, "max_model_len": ctx.context_tokens}.
+/// "chat_template_kwargs", "add_generation_prompt" (default true), "continue_final_message"},
+/// rendered with the chat template as render_chat_prompt does) -> 200 {"tokens": [ids], "count":
+/// n, "max_model_len": ctx.context_tokens}.
 /// Throws ApiError 415 / 400 for the body (parse_json_body), 400 param "prompt" when neither a
 /// string prompt nor messages are given, 400 for invalid messages (parse_chat_request) or a
 /// conversation the template rejects.
