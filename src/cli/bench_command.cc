@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/runtime.h"
 #include "core/error.h"
+#include "engine/sequence_runner.h"
 
 namespace qs::cli {
 namespace {
@@ -66,49 +67,38 @@ std::vector<int64_t> parse_list(const std::string& csv, const char* flag) {
   return out;
 }
 
+// Runs the tests through SequenceRunner, i.e. the step runner and backend path serving uses
+// (greedy sampling of the last token's logits row included, as in a serving step).
 class Bench {
  public:
-  Bench(Runtime& rt, int tg_prompt_tokens) : rt_(rt), tg_prompt_(tg_prompt_tokens) {}
+  Bench(Runtime& rt, int tg_prompt_tokens) : rt_(rt), tg_prompt_(tg_prompt_tokens), sequence_(*rt.backend) {}
 
   /// Seconds of one ppN run.
   double run_prompt(int64_t n) {
-    BlockTable table = reserve(n);
     const std::vector<int32_t> ids = tokens(n);
+    sequence_.reset();
     const auto start = Clock::now();
-    forward_range(table, ids, 0, true);
+    sequence_.append(ids, nullptr);
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    table.release_all(rt_.cache->pool());
+    sequence_.reset();
     return s;
   }
 
   /// Seconds of the N decode steps of one tgN run.
   double run_gen(int64_t n) {
-    BlockTable table = reserve(tg_prompt_ + n);
     const std::vector<int32_t> ids = tokens(tg_prompt_ + n);
-    if (tg_prompt_ > 0) {
-      forward_range(table, std::vector<int32_t>(ids.begin(), ids.begin() + tg_prompt_), 0, true);
-    }
+    sequence_.reset();
+    if (tg_prompt_ > 0) sequence_.append(std::span<const int32_t>(ids.data(), static_cast<size_t>(tg_prompt_)), nullptr);
     const auto start = Clock::now();
     for (int64_t i = 0; i < n; ++i) {
-      batch_.clear();
-      batch_.sequences.push_back({&table.blocks()});
-      batch_.add_tokens(0, ids.data() + tg_prompt_ + i, 1, static_cast<int32_t>(tg_prompt_ + i), true);
-      rt_.runner->forward(batch_, logits_.data());
+      sequence_.append(std::span<const int32_t>(ids.data() + tg_prompt_ + i, 1), nullptr);
     }
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    table.release_all(rt_.cache->pool());
+    sequence_.reset();
     return s;
   }
 
  private:
-  BlockTable reserve(int64_t n_tokens) {
-    BlockTable table;
-    if (!table.reserve(static_cast<int32_t>(n_tokens), rt_.cache->pool())) {
-      throw Error("KV cache too small for " + std::to_string(n_tokens) + " tokens");
-    }
-    return table;
-  }
-
   std::vector<int32_t> tokens(int64_t n) {
     const auto vocab = static_cast<uint64_t>(rt_.model->config.vocab_size);
     std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -119,24 +109,10 @@ class Bench {
     return ids;
   }
 
-  // Prefill of `ids` at positions [first, first + size) in chunks of the runner's batch.
-  void forward_range(BlockTable& table, const std::vector<int32_t>& ids, int64_t first, bool last_logits) {
-    const int64_t n = static_cast<int64_t>(ids.size());
-    for (int64_t begin = 0; begin < n; begin += rt_.runner->max_batch_tokens()) {
-      const int64_t len = std::min(rt_.runner->max_batch_tokens(), n - begin);
-      batch_.clear();
-      batch_.sequences.push_back({&table.blocks()});
-      batch_.add_tokens(0, ids.data() + begin, len, static_cast<int32_t>(first + begin),
-                        last_logits && begin + len == n);
-      rt_.runner->forward(batch_, logits_.data());
-    }
-  }
-
   Runtime& rt_;
   int64_t tg_prompt_;
   uint64_t state_ = 0x9E3779B97F4A7C15ULL;
-  Batch batch_;
-  std::vector<float> logits_ = std::vector<float>(static_cast<size_t>(rt_.model->config.vocab_size));
+  SequenceRunner sequence_;
 };
 
 TestResult measure(const std::string& name, int64_t n, int repetitions,
@@ -213,12 +189,12 @@ int run_bench(BenchOptions& opt) {
   ro.ctx_size = opt.ctx_option->count() > 0 ? ro.ctx_size : needed;
   if (opt.batch_option->count() == 0) ro.batch_size = std::max<int64_t>(max_p, opt.tg_prompt_tokens);
   Runtime rt = make_runtime(ro);
-  if (rt.runner->max_context_tokens() < ro.ctx_size) {
-    throw Error("the model's context (" + std::to_string(rt.runner->max_context_tokens()) +
+  if (rt.ctx_tokens < ro.ctx_size) {
+    throw Error("the model's context (" + std::to_string(rt.ctx_tokens) +
                 " tokens) is shorter than the longest test");
   }
   const ModelInfo info{opt.runtime.model_path, describe_weight_type(*rt.model, rt.quantized.get()),
-                       model_weight_bytes(rt.model->weights), rt.pool->n_threads()};
+                       model_weight_bytes(rt.model->weights), rt.threads};
   Bench bench(rt, opt.tg_prompt_tokens);
   if (!opt.json) print_header();
   for (int64_t n : prompts) {

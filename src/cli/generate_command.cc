@@ -82,7 +82,7 @@ int run_generate(const GenerateOptions& opt) {
       std::fflush(stdout);
     }
   };
-  Generator generator(*rt.runner, *rt.cache);
+  Generator generator(*rt.backend);
   const GenerationResult result = generator.run(prompt_ids, gen, [&](int32_t token) {
     const bool is_stop = std::find(gen.stop_token_ids.begin(), gen.stop_token_ids.end(), token) !=
                          gen.stop_token_ids.end();
@@ -116,7 +116,7 @@ int run_generate(const GenerateOptions& opt) {
                  "TTFT: %.1f ms, prefill: %.2f tokens/s, decode: %.2f tokens/s (threads: %d)\n",
                  prompt_ids.size(), result.output_ids.size(), result.finish_reason.c_str(),
                  result.ttft_ms, result.prefill_tokens_per_second(),
-                 result.decode_tokens_per_second(), rt.pool->n_threads());
+                 result.decode_tokens_per_second(), rt.threads);
   }
   return 0;
 }

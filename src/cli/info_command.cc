@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend_factory.h"
 #include "cli/commands.h"
 #include "model/model_loader.h"
 
@@ -53,6 +54,7 @@ int run_info(const InfoOptions& opt) {
       {"file_bytes", model->file_bytes},
       {"tokenizer", model->has_tokenizer() ? nlohmann::json(model->tokenizer_source()) : nullptr},
       {"chat_template", !model->chat_template.empty()},
+      {"backend", backend_kernel_paths("cpu")},
   };
   if (opt.json) {
     std::cout << out.dump(2) << std::endl;
@@ -67,6 +69,7 @@ int run_info(const InfoOptions& opt) {
   std::printf("\nparameters:     %lld (%.3f B)\n", static_cast<long long>(n_params), n_params / 1e9);
   std::printf("file size:      %zu bytes (%.2f GiB)\n", model->file_bytes,
               static_cast<double>(model->file_bytes) / (1024.0 * 1024.0 * 1024.0));
+  std::printf("backend:        %s\n", out["backend"].get<std::string>().c_str());
   std::printf("tokenizer:      %s\n", model->has_tokenizer() ? model->tokenizer_source().c_str() : "none");
   std::printf("chat template:  %s\n", model->chat_template.empty() ? "none" : "present");
   return 0;

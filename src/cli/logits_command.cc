@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/runtime.h"
 #include "core/error.h"
+#include "engine/sequence_runner.h"
 
 namespace qs::cli {
 namespace {
@@ -37,20 +38,9 @@ int run_logits(const LogitsOptions& opt) {
   const std::vector<int32_t> ids = parse_ids(opt.tokens);
   Runtime rt = make_runtime(opt.runtime);
   const int64_t vocab = rt.model->config.vocab_size;
-  BlockTable table;
-  if (!table.reserve(static_cast<int32_t>(ids.size()), rt.cache->pool())) {
-    throw Error("sequence of " + std::to_string(ids.size()) + " tokens exceeds the context");
-  }
-  std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
-  const int64_t chunk = rt.runner->max_batch_tokens();
-  for (int64_t begin = 0; begin < static_cast<int64_t>(ids.size()); begin += chunk) {
-    const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(ids.size()) - begin);
-    Batch batch;
-    batch.sequences.push_back({&table.blocks()});
-    batch.add_tokens(0, ids.data() + begin, n, static_cast<int32_t>(begin), false);
-    for (int64_t i = 0; i < n; ++i) batch.logits_indices.push_back(static_cast<int32_t>(i));
-    rt.runner->forward(batch, logits.data() + begin * vocab);
-  }
+  SequenceRunner sequence(*rt.backend);
+  std::vector<float> logits;
+  sequence.append(ids, nullptr, /*all_logits=*/true, &logits);
   std::FILE* f = std::fopen(opt.out_path.c_str(), "wb");
   if (f == nullptr) throw Error(opt.out_path + ": cannot open for writing");
   const size_t written = std::fwrite(logits.data(), sizeof(float), logits.size(), f);

@@ -10,12 +10,16 @@
 #include "cli/number_validators.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/thread_pool.h"
 
 namespace qs::cli {
 
 void RuntimeOptions::add_to(CLI::App& command) {
   command.add_option("-m,--model", model_path, "GGUF file or Hugging Face model directory")
       ->required();
+  command.add_option("--device", device, "Where the model runs: cpu, or cuda (in a build with CUDA support)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   command.add_option("-t,--threads", threads, "Worker threads (default: all CPUs)")
       ->check(kNonNegative);
   command.add_option("-c,--ctx-size", ctx_size, "Context length in tokens")
@@ -41,7 +45,7 @@ void RuntimeOptions::add_to(CLI::App& command) {
                    "--threads exceeds the CPUs this process may use)");
 }
 
-std::unique_ptr<ThreadPool> RuntimeOptions::make_pool() const {
+BackendOptions RuntimeOptions::backend_options(int worker_nice) const {
   const int usable = default_thread_count();
   if (threads > usable) {
     std::fprintf(stderr,
@@ -50,9 +54,12 @@ std::unique_ptr<ThreadPool> RuntimeOptions::make_pool() const {
                  "steps)\n",
                  threads, usable);
   }
-  auto pool = std::make_unique<ThreadPool>(threads > 0 ? threads : usable);
-  if (!no_thread_pinning) pool->pin_workers_to_cpus();
-  return pool;
+  BackendOptions out;
+  out.device = device;
+  out.threads = threads > 0 ? threads : usable;
+  out.pin_threads = !no_thread_pinning;
+  out.worker_nice = worker_nice;
+  return out;
 }
 
 RuntimeModel load_runtime_model(const RuntimeOptions& options) {
@@ -79,17 +86,18 @@ RuntimeModel load_runtime_model(const RuntimeOptions& options) {
 
 Runtime make_runtime(const RuntimeOptions& options) {
   Runtime rt;
+  const BackendOptions backend_options = options.backend_options();
+  rt.threads = backend_options.threads;
+  rt.backend = make_backend(backend_options);  // before loading: a bad --device fails fast
   RuntimeModel loaded = load_runtime_model(options);
   rt.model = std::move(loaded.model);
   rt.quantized = std::move(loaded.quantized);
   const ModelConfig& config = rt.model->config;
   const int64_t ctx = std::min<int64_t>(options.ctx_size, std::max<int64_t>(
                                                               config.max_position_embeddings, 1));
-  rt.pool = options.make_pool();
-  rt.cache = std::make_unique<KvCache>(config, parse_kv_dtype(options.kv_cache_type),
-                                       KvCache::blocks_for_context(ctx));
-  rt.runner = std::make_unique<ModelRunner>(config, rt.model->weights, *rt.cache, *rt.pool,
-                                            std::min(options.batch_size, ctx), ctx);
+  rt.ctx_tokens = ctx;
+  rt.backend->prepare(config, rt.model->weights, BackendLimits{std::min(options.batch_size, ctx), ctx, 1});
+  rt.backend->allocate_kv(kv_blocks_for_context(ctx), parse_kv_dtype(options.kv_cache_type));
   return rt;
 }
 

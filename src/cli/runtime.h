@@ -1,15 +1,14 @@
-// What every model-running command sets up: the loaded model, a thread pool, a KV cache sized for
-// the requested context and a ModelRunner.
+// What every model-running command sets up: the loaded model and a prepared backend (chosen by
+// --device through backend/backend_factory.h) with KV storage sized for the requested context.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
-#include "core/thread_pool.h"
-#include "kv/kv_cache.h"
+#include "backend/backend_factory.h"
+#include "kv/kv_types.h"
 #include "model/model_loader.h"
-#include "backend/cpu/model_runner.h"
 #include "quantize/model_quantizer.h"
 
 namespace qs::cli {
@@ -24,14 +23,15 @@ struct RuntimeOptions {
   bool mlock = false;            // lock weights in RAM
   std::string quantize;          // empty, or a mix name (quant/quantize_policy.h)
   bool no_thread_pinning = false;  // leave the compute workers unpinned
+  std::string device = "cpu";    // --device cpu|cuda
 
-  /// Adds --model, --threads, --ctx-size, --batch-size, --kv-cache-type, --no-mmap, --mlock,
-  /// --quantize and --no-thread-pinning to `command`.
+  /// Adds --model, --device, --threads, --ctx-size, --batch-size, --kv-cache-type, --no-mmap,
+  /// --mlock, --quantize and --no-thread-pinning to `command`.
   void add_to(CLI::App& command);
 
-  /// A pool of `threads` (default: all CPUs) compute threads, workers pinned unless
-  /// --no-thread-pinning.
-  std::unique_ptr<ThreadPool> make_pool() const;
+  /// The backend options these flags ask for: `threads` (default: all usable CPUs; a warning when
+  /// it exceeds them), pinning unless --no-thread-pinning, and `worker_nice`.
+  BackendOptions backend_options(int worker_nice = 0) const;
 };
 
 /// A model as the runtime options load it: `model->weights` points to the quantized copies when
@@ -48,13 +48,13 @@ RuntimeModel load_runtime_model(const RuntimeOptions& options);
 struct Runtime {
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<QuantizedWeights> quantized;  // set with --quantize; model->weights point here
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<KvCache> cache;
-  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<Backend> backend;             // prepared, with KV storage
+  int64_t ctx_tokens = 0;                       // context of one sequence
+  int threads = 0;                              // compute threads of the backend
 };
 
-/// Loads the model and allocates everything for one sequence of `ctx_size` tokens.
-/// Throws qs::Error.
+/// Loads the model and prepares the backend for one sequence of `ctx_size` tokens (capped by the
+/// model's max_position_embeddings), batches of --batch-size tokens. Throws qs::Error.
 Runtime make_runtime(const RuntimeOptions& options);
 
 }  // namespace qs::cli

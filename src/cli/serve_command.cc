@@ -55,9 +55,9 @@ struct ServeOptions {
 
 // KV blocks: --kv-cache-memory, else a quarter of available memory capped at max_num_seqs full
 // contexts (never less than one context).
-int32_t kv_blocks_for(const ModelConfig& config, const ServeOptions& opt, int64_t ctx, KvDType dtype) {
+int32_t kv_blocks_for(const Backend& backend, const ServeOptions& opt, int64_t ctx, KvDType dtype) {
   KvBudgetInput in;
-  in.bytes_per_block = KvCache::bytes_per_block(config, dtype);
+  in.bytes_per_block = backend.kv_bytes_per_block(dtype);
   in.ctx_tokens = ctx;
   in.max_num_seqs = opt.engine.max_num_seqs;
   if (!opt.kv_cache_memory.empty()) in.budget_bytes = parse_byte_size(opt.kv_cache_memory);
@@ -150,22 +150,9 @@ int run_serve(ServeOptions opt) {
     const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
     const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
     stage = "starting the compute threads";
-    const std::unique_ptr<ThreadPool> pool_storage = opt.runtime.make_pool();
-    ThreadPool& pool = *pool_storage;
-    // Compute threads run below the HTTP threads (see lower_thread_priority): thread 0 of the pool
-    // is this (main, later HTTP accept) thread, the others are the matmul workers.
-    pool.parallel_for(pool.n_threads(), [](int64_t, int64_t, int thread) {
-      if (thread != 0) lower_thread_priority(kComputeNice);
-    });
-    const int32_t kv_blocks = kv_blocks_for(config, opt, ctx, kv_dtype);
-    std::unique_ptr<KvCache> cache_storage;
-    try {
-      cache_storage = std::make_unique<KvCache>(config, kv_dtype, kv_blocks);
-    } catch (const std::bad_alloc&) {
-      throw Error("cannot allocate the KV cache (" + std::to_string(kv_blocks) + " blocks of " +
-                  std::to_string(kKvBlockSize) + " tokens): lower --kv-cache-memory or --ctx-size");
-    }
-    KvCache& cache = *cache_storage;
+    // Compute threads run below the HTTP threads (see lower_thread_priority): the engine thread
+    // lowers itself, the backend its workers.
+    const std::unique_ptr<Backend> backend = make_backend(opt.runtime.backend_options(kComputeNice));
     EngineOptions engine_options = opt.engine;
     // --batch-size (shared with generate) is the old name of --max-batched-tokens.
     if (opt.max_batched_tokens_option->count() == 0 && opt.batch_size_option->count() > 0) {
@@ -174,14 +161,24 @@ int run_serve(ServeOptions opt) {
     engine_options.prefix_caching = !opt.no_prefix_cache;
     engine_options.guard.enabled = !opt.no_output_guard;
     engine_options.thread_nice = kComputeNice;
-    stage = "allocating the model runner and the engine";
-    ModelRunner runner(config, model->weights, cache, pool, std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx);
-    Engine engine(runner, cache, *tokenizer, engine_options);
+    stage = "preparing the backend";
+    backend->prepare(config, model->weights,
+                     BackendLimits{std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx,
+                                   std::max<int32_t>(engine_options.max_num_seqs, 1)});
+    const int32_t kv_blocks = kv_blocks_for(*backend, opt, ctx, kv_dtype);
+    try {
+      backend->allocate_kv(kv_blocks, kv_dtype);
+    } catch (const std::bad_alloc&) {
+      throw Error("cannot allocate the KV cache (" + std::to_string(kv_blocks) + " blocks of " +
+                  std::to_string(kKvBlockSize) + " tokens): lower --kv-cache-memory or --ctx-size");
+    }
+    stage = "starting the engine";
+    Engine engine(*backend, *tokenizer, engine_options);
     metrics::ExportOptions export_options;
     export_options.vllm_compat = opt.metrics_compat == "vllm";
     export_options.model_name = opt.server.served_model_name;
     export_options.kv_block_size = kKvBlockSize;
-    export_options.kv_blocks = cache.n_blocks();
+    export_options.kv_blocks = backend->kv_blocks();
     metrics::ServerMetrics metrics(metrics::steady_clock_now, {}, export_options);
     opt.server.keepalive_ms = static_cast<int64_t>(opt.keepalive_s * 1000);
     stage = "starting the HTTP server";
@@ -213,11 +210,11 @@ int run_serve(ServeOptions opt) {
     server.set_ready(true);
     std::fprintf(stderr,
                  "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks = %lld tokens, "
-                 "%.1f MiB, prefix cache %s, %d threads, %d HTTP threads)\n",
+                 "%.1f MiB, prefix cache %s, %d HTTP threads; backend %s)\n",
                  model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
-                 server.bound_port(), static_cast<long long>(engine.context_tokens()), cache.n_blocks(),
-                 static_cast<long long>(cache.n_blocks()) * kKvBlockSize, cache.total_bytes() / 1048576.0,
-                 engine_options.prefix_caching ? "on" : "off", pool.n_threads(), opt.server.http_threads);
+                 server.bound_port(), static_cast<long long>(engine.context_tokens()), backend->kv_blocks(),
+                 static_cast<long long>(backend->kv_blocks()) * kKvBlockSize, backend->kv_allocated_bytes() / 1048576.0,
+                 engine_options.prefix_caching ? "on" : "off", opt.server.http_threads, backend->describe().c_str());
     stage = "serving";
     if (!server.listen()) {
       engine.shutdown();

@@ -2,6 +2,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +16,13 @@
 #endif
 
 namespace qs {
+
+void lower_thread_priority(int nice) {
+  // Per-thread on Linux: PRIO_PROCESS with a thread id sets that thread's nice value. Raising the
+  // nice value needs no privilege.
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  ::setpriority(PRIO_PROCESS, tid, nice);
+}
 namespace {
 
 inline void cpu_relax() {

@@ -20,6 +20,12 @@
 
 namespace qs {
 
+/// Lowers the calling thread's scheduling priority to `nice` (Linux per-thread nice value). The
+/// server runs compute (engine thread, matmul workers) below its HTTP threads, so that admission,
+/// rejections and streaming stay responsive while the cores are saturated. Failure only means the
+/// thread keeps its priority.
+void lower_thread_priority(int nice);
+
 class ThreadPool {
  public:
   /// How long an idle worker (or the waiting caller) spins before sleeping.

@@ -3,20 +3,18 @@
 #include <algorithm>
 #include <chrono>
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/sequence.h"
 
 namespace qs {
 namespace {
 
-EngineOptions clamped(EngineOptions options, const ModelRunner& runner) {
-  options.max_batched_tokens = std::clamp<int64_t>(options.max_batched_tokens, 1, runner.max_batch_tokens());
+EngineOptions clamped(EngineOptions options, const Backend& backend) {
+  options.max_batched_tokens = std::clamp<int64_t>(options.max_batched_tokens, 1, backend.limits().max_batch_tokens);
   options.max_num_seqs = static_cast<int32_t>(
-      std::clamp<int64_t>(options.max_num_seqs, 1, options.max_batched_tokens));
+      std::clamp<int64_t>(options.max_num_seqs, 1, std::min<int64_t>(options.max_batched_tokens, backend.limits().max_seqs)));
   return options;
 }
 
@@ -30,25 +28,16 @@ EngineEvent error_event(EngineErrorCode code, std::string message) {
 
 }  // namespace
 
-void lower_thread_priority(int nice) {
-  // Per-thread on Linux: PRIO_PROCESS with a thread id sets that thread's nice value. Raising the
-  // nice value needs no privilege; failure only means the thread keeps its priority.
-  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-  ::setpriority(PRIO_PROCESS, tid, nice);
-}
 
-Engine::Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer, EngineOptions options)
-    : runner_(runner),
-      cache_(cache),
+Engine::Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions options)
+    : backend_(backend),
       tokenizer_(tokenizer),
-      options_(clamped(options, runner)),
-      blocks_(cache.n_blocks(), options_.prefix_caching),
+      options_(clamped(options, backend)),
+      blocks_(backend.kv_blocks(), options_.prefix_caching),
       scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}),
-      prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, 1, options_.max_num_seqs) {
-  const auto vocab = static_cast<size_t>(runner.config().vocab_size);
-  logits_.resize(static_cast<size_t>(options_.max_num_seqs) * vocab);
-  logprobs_.resize(vocab);
-  blank_token_.assign(vocab, -1);
+      prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, 1, options_.max_num_seqs),
+      step_runner_(backend) {
+  blank_token_.assign(static_cast<size_t>(backend.vocab_rows()), -1);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -64,7 +53,7 @@ void Engine::shutdown() {
 }
 
 int64_t Engine::context_tokens() const {
-  return std::min<int64_t>(runner_.max_context_tokens(), static_cast<int64_t>(cache_.n_blocks()) * kKvBlockSize);
+  return std::min<int64_t>(backend_.limits().max_context_tokens, static_cast<int64_t>(backend_.kv_blocks()) * kKvBlockSize);
 }
 
 QueueSlot Engine::reserve_queue_slot() {
@@ -78,24 +67,29 @@ QueueSlot Engine::reserve_queue_slot() {
 SubmitResult Engine::try_submit(EngineRequest request, QueueSlot* slot) {
   SubmitResult result;
   const int64_t needed = static_cast<int64_t>(request.prompt_ids.size()) + request.max_tokens;
-  const int64_t kv_tokens = static_cast<int64_t>(cache_.n_blocks()) * kKvBlockSize;
+  const int64_t kv_tokens = static_cast<int64_t>(backend_.kv_blocks()) * kKvBlockSize;
+  const int64_t max_context = backend_.limits().max_context_tokens;
   if (request.prompt_ids.empty()) {
     result.rejection = EngineErrorCode::kInvalid;
     result.message = "the prompt is empty";
     return result;
   }
-  if (needed > runner_.max_context_tokens() || needed > kv_tokens) {
-    const bool kv = needed <= runner_.max_context_tokens();
+  if (needed > max_context || needed > kv_tokens) {
+    const bool kv = needed <= max_context;
     result.rejection = EngineErrorCode::kInvalid;
     result.message = "request needs " + std::to_string(needed) + " tokens of context (prompt " +
                      std::to_string(request.prompt_ids.size()) + " + max_tokens " +
                      std::to_string(request.max_tokens) + "), the " +
                      (kv ? "KV cache holds " + std::to_string(kv_tokens)
-                         : "engine has " + std::to_string(runner_.max_context_tokens()));
+                         : "engine has " + std::to_string(max_context));
     return result;
   }
-  auto seq = std::make_unique<EngineSequence>(std::move(request), tokenizer_,
-                                              static_cast<int32_t>(runner_.config().vocab_size), options_.guard);
+  uint64_t seq_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seq_id = next_seq_id_++;
+  }
+  auto seq = std::make_unique<EngineSequence>(std::move(request), tokenizer_, backend_.vocab_rows(), options_.guard, seq_id);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_) {
@@ -136,7 +130,7 @@ EngineStats Engine::stats() const {
   s.running = n_running_.load();
   s.waiting = n_waiting_.load();
   s.in_flight = n_in_flight_.load();
-  s.kv_blocks_total = cache_.n_blocks();
+  s.kv_blocks_total = backend_.kv_blocks();
   s.kv_blocks_referenced = n_referenced_.load();
   s.kv_blocks_cached = n_cached_.load();
   s.kv_cache_usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_referenced) / s.kv_blocks_total : 0.0;
@@ -144,6 +138,9 @@ EngineStats Engine::stats() const {
   s.prefix_cache_queries_tokens = cache_queries_pub_.load();
   s.prefix_cache_hits_tokens = cache_hits_pub_.load();
   s.prefill_computed_tokens = prefill_pub_.load();
+  s.forward_seconds_total = forward_s_pub_.load();
+  s.output_seconds_total = output_s_pub_.load();
+  s.steps_total = steps_pub_.load();
   return s;
 }
 
@@ -155,6 +152,9 @@ void Engine::publish_stats() {
   cache_queries_pub_.store(cache_queries_);
   cache_hits_pub_.store(cache_hits_);
   prefill_pub_.store(prefill_computed_);
+  forward_s_pub_.store(forward_s_);
+  output_s_pub_.store(output_s_);
+  steps_pub_.store(steps_);
 }
 
 // Releases the sequence's blocks and takes it out of the scheduler; the final event follows.

@@ -1,5 +1,5 @@
-// The engine thread: owns the model runner, KV block manager and scheduler; runs continuous
-// batching.
+// The engine thread: drives the Backend through the step runner, owns the KV block manager and
+// the scheduler; runs continuous batching.
 //
 // Each step (engine_step.cc): drop cancelled / timed-out sequences, let the Scheduler plan the
 // step (decode tokens of running sequences first, then prefill chunks up to
@@ -18,13 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "engine/output_guard.h"
 #include "engine/prefill_budget.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step_runner.h"
 #include "kv/block_manager.h"
-#include "kv/kv_cache.h"
-#include "backend/cpu/model_runner.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs {
@@ -56,6 +56,11 @@ struct EngineStats {
   int64_t prefix_cache_queries_tokens = 0;  // prompt tokens looked up at first admission
   int64_t prefix_cache_hits_tokens = 0;     // of those, tokens served from the cache
   int64_t prefill_computed_tokens = 0;      // prompt tokens actually run through the model
+  // Engine-thread time per step, summed over steps, seconds: the backend's forward (incl. its
+  // sampling) and the host work after it (detokenizing, stop strings, guards, events).
+  double forward_seconds_total = 0;
+  double output_seconds_total = 0;
+  int64_t steps_total = 0;
 };
 
 /// Outcome of try_submit: a stream to read, or why the request was turned away.
@@ -65,10 +70,6 @@ struct SubmitResult {
   std::string message;
 };
 
-/// Lowers the calling thread's scheduling priority to `nice` (Linux per-thread nice value). The
-/// server runs compute (engine thread, matmul workers) below its HTTP threads, so that admission,
-/// rejections and streaming stay responsive while the cores are saturated.
-void lower_thread_priority(int nice);
 
 /// A place in the waiting queue reserved before the costly preparation of a request (parsing,
 /// chat template, tokenization), so that a burst beyond --max-queue is turned away at once rather
@@ -91,9 +92,9 @@ class QueueSlot {
 
 class Engine {
  public:
-  /// Starts the engine thread. `runner`, `cache` and `tokenizer` must outlive the engine. The
-  /// engine manages the ids [0, cache.n_blocks()) itself (cache.pool() stays untouched).
-  Engine(ModelRunner& runner, KvCache& cache, const Tokenizer& tokenizer, EngineOptions options);
+  /// Starts the engine thread. `backend` (prepared, with KV storage) and `tokenizer` must outlive
+  /// the engine. Its BlockManager hands out the block ids [0, backend.kv_blocks()).
+  Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions options);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -115,7 +116,7 @@ class Engine {
 
   /// Published after every step (and on submission for `waiting`).
   EngineStats stats() const;
-  /// Tokens one sequence may hold: the model runner's context, capped by the KV cache size.
+  /// Tokens one sequence may hold: the backend's context limit, capped by the KV cache size.
   int64_t context_tokens() const;
   const EngineOptions& options() const { return options_; }
 
@@ -126,17 +127,18 @@ class Engine {
   void finish(EngineSequence& seq, const std::string& reason, const std::string& stop_cause);
   void fail(EngineSequence& seq, EngineErrorCode code, const std::string& message);
   void retire(EngineSequence& seq);
-  void emit_token(EngineSequence& seq, const float* logits_row);
+  void emit_token(EngineSequence& seq, const StepOutput& out, int32_t row);
   bool token_is_blank(int32_t token);
   void publish_stats();
 
-  ModelRunner& runner_;
-  KvCache& cache_;
+  Backend& backend_;
   const Tokenizer& tokenizer_;
   EngineOptions options_;
   BlockManager blocks_;
   Scheduler scheduler_;
   PrefillBudget prefill_budget_;  // engine thread only
+  StepRunner step_runner_;        // engine thread only
+  uint64_t next_seq_id_ = 1;      // guarded by mutex_
 
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -145,10 +147,10 @@ class Engine {
 
   // Engine-thread state.
   std::vector<std::unique_ptr<EngineSequence>> sequences_;  // every waiting or running sequence
-  std::vector<float> logits_;     // [max_batched_tokens, vocab]
-  std::vector<float> logprobs_;   // [vocab] scratch
   std::vector<int8_t> blank_token_;  // [vocab] -1 unknown, else is_blank_or_punct(token text)
   int64_t preemptions_ = 0, cache_queries_ = 0, cache_hits_ = 0, prefill_computed_ = 0;
+  double forward_s_ = 0, output_s_ = 0;
+  int64_t steps_ = 0;
 
   std::atomic<int64_t> n_running_{0};
   std::atomic<int64_t> n_waiting_{0};
@@ -156,6 +158,8 @@ class Engine {
   std::atomic<int64_t> n_referenced_{0};
   std::atomic<int64_t> n_cached_{0};
   std::atomic<int64_t> preemptions_pub_{0}, cache_queries_pub_{0}, cache_hits_pub_{0}, prefill_pub_{0};
+  std::atomic<double> forward_s_pub_{0}, output_s_pub_{0};
+  std::atomic<int64_t> steps_pub_{0};
   std::thread thread_;
 };
 

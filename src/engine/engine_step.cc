@@ -6,34 +6,8 @@
 #include "engine/engine.h"
 #include "engine/output_guard.h"
 #include "engine/sequence.h"
-#include "sampling/logits_processing.h"
 
 namespace qs {
-namespace {
-
-// The `k` most likely tokens of a log-probability row, best first (ties: lower id first).
-std::vector<std::pair<int32_t, float>> top_tokens(const std::vector<float>& logprobs, int32_t k) {
-  std::vector<std::pair<int32_t, float>> top;
-  if (k <= 0) return top;
-  auto worse = [](const std::pair<int32_t, float>& a, const std::pair<int32_t, float>& b) {
-    return a.second > b.second || (a.second == b.second && a.first < b.first);
-  };
-  for (int32_t id = 0; id < static_cast<int32_t>(logprobs.size()); ++id) {
-    const std::pair<int32_t, float> candidate{id, logprobs[id]};
-    if (static_cast<int32_t>(top.size()) < k) {
-      top.push_back(candidate);
-      std::push_heap(top.begin(), top.end(), worse);
-    } else if (worse(candidate, top.front())) {
-      std::pop_heap(top.begin(), top.end(), worse);
-      top.back() = candidate;
-      std::push_heap(top.begin(), top.end(), worse);
-    }
-  }
-  std::sort_heap(top.begin(), top.end(), worse);
-  return top;
-}
-
-}  // namespace
 
 bool Engine::token_is_blank(int32_t token) {
   if (token < 0 || token >= tokenizer_.vocab_size()) return false;
@@ -45,18 +19,20 @@ bool Engine::token_is_blank(int32_t token) {
   return known == 1;
 }
 
-void Engine::emit_token(EngineSequence& seq, const float* logits_row) {
-  const auto vocab = static_cast<size_t>(runner_.config().vocab_size);
-  std::span<float> logits(const_cast<float*>(logits_row), vocab);
+void Engine::emit_token(EngineSequence& seq, const StepOutput& out, int32_t row) {
   EngineEvent event;
-  if (seq.request.top_logprobs >= 0) {
-    log_softmax(logits, logprobs_);  // the model's own distribution, before any processing
-  }
-  const int32_t token = seq.sampler.sample(logits, seq.prompt_ids(), seq.output_ids());
+  const int32_t token = out.sampled[row];
+  if (!seq.greedy()) ++seq.sampling.draws;
   seq.tokens.push_back(token);
   event.token_ids.push_back(token);
   if (seq.request.top_logprobs >= 0) {
-    event.logprobs.push_back({token, logprobs_[token], top_tokens(logprobs_, seq.request.top_logprobs)});
+    std::vector<std::pair<int32_t, float>> top;
+    top.reserve(static_cast<size_t>(out.top_len[row]));
+    for (int32_t i = 0; i < out.top_len[row]; ++i) {
+      const TopLogprob& t = out.top[static_cast<size_t>(out.top_begin[row] + i)];
+      top.emplace_back(t.token, t.logprob);
+    }
+    event.logprobs.push_back({token, out.sampled_logprob[row], std::move(top)});
   }
   event.prompt_tokens = seq.prompt_tokens();
   event.completion_tokens = seq.n_output();
@@ -101,8 +77,8 @@ bool Engine::step() {
     seq.stream->push(std::move(admitted));
   }
   if (plan.chunks.empty()) return false;
-  Batch batch;
-  std::vector<EngineSequence*> logits_owners;
+  step_runner_.clear();
+  std::vector<std::pair<EngineSequence*, int32_t>> logits_owners;  // (sequence, its output row)
   int64_t n_decode = 0;
   int64_t n_prefill = 0;
   for (const ScheduledChunk& c : plan.chunks) {
@@ -111,20 +87,27 @@ bool Engine::step() {
     // (prompts, and the recompute of preempted sequences).
     const bool is_decode = c.n == 1 && c.first >= seq->n_prompt && c.first + 1 == static_cast<int64_t>(seq->tokens.size());
     (is_decode ? n_decode : n_prefill) += c.n;
-    const auto index = static_cast<int32_t>(batch.sequences.size());
-    batch.sequences.push_back({&seq->block_table});
-    batch.add_tokens(index, seq->tokens.data() + c.first, c.n, static_cast<int32_t>(c.first), c.needs_logits);
-    if (c.needs_logits) logits_owners.push_back(seq);
+    StepSequence in;
+    in.seq_id = seq->seq_id;
+    in.tokens = seq->tokens;
+    in.n_prompt = seq->n_prompt;
+    in.first = c.first;
+    in.n = c.n;
+    in.block_table = seq->block_table;
+    in.n_logits = c.needs_logits ? 1 : 0;
+    in.sampling = &seq->sampling;
+    const int32_t row = step_runner_.add(in);
+    if (c.needs_logits) logits_owners.emplace_back(seq, row);
     if (c.first < seq->n_prompt) prefill_computed_ += std::min(c.first + c.n, seq->n_prompt) - c.first;
   }
-  const auto started = SteadyClock::now();
-  runner_.forward(batch, logits_.data());
-  prefill_budget_.record(n_decode, n_prefill, std::chrono::duration<double>(SteadyClock::now() - started).count());
+  const StepOutput& out = step_runner_.run();
+  prefill_budget_.record(n_decode, n_prefill, step_runner_.last_forward_seconds());
   scheduler_.commit(plan);
-  const auto vocab = static_cast<size_t>(runner_.config().vocab_size);
-  for (size_t j = 0; j < logits_owners.size(); ++j) {
-    emit_token(*logits_owners[j], logits_.data() + j * vocab);
-  }
+  const auto output_start = SteadyClock::now();
+  for (const auto& [seq, row] : logits_owners) emit_token(*seq, out, row);
+  forward_s_ += step_runner_.last_forward_seconds();
+  output_s_ += std::chrono::duration<double>(SteadyClock::now() - output_start).count();
+  ++steps_;
   return true;
 }
 

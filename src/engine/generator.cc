@@ -4,7 +4,8 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "sampling/sampler.h"
+#include "engine/sequence_runner.h"
+#include "kv/kv_types.h"
 
 namespace qs {
 namespace {
@@ -14,13 +15,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
-
-// Returns blocks to the pool on every exit path.
-struct ScopedBlockTable {
-  BlockTable table;
-  BlockPool& pool;
-  ~ScopedBlockTable() { table.release_all(pool); }
-};
 
 }  // namespace
 
@@ -36,40 +30,35 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
                                 const GenerationOptions& options,
                                 const std::function<void(int32_t)>& on_token) {
   const int64_t n_prompt = static_cast<int64_t>(prompt_ids.size());
-  const int64_t context = runner_.max_context_tokens();
+  const int64_t context = backend_.limits().max_context_tokens;
   if (n_prompt == 0) throw Error("the prompt is empty");
   if (n_prompt >= context) {
     throw Error("prompt of " + std::to_string(n_prompt) + " tokens does not fit the context of " +
                 std::to_string(context) + " tokens");
   }
   const int64_t max_new = std::min<int64_t>(options.max_tokens, context - n_prompt);
-  ScopedBlockTable blocks{BlockTable{}, cache_.pool()};
-  if (!blocks.table.reserve(static_cast<int32_t>(n_prompt + max_new), cache_.pool())) {
+  const int64_t need_blocks = kv_blocks_for_context(n_prompt + max_new);
+  if (need_blocks > backend_.kv_blocks()) {
     throw Error("KV cache too small: " + std::to_string(n_prompt + max_new) + " tokens need " +
-                std::to_string(KvCache::blocks_for_context(n_prompt + max_new)) + " blocks, " +
-                std::to_string(cache_.pool().n_free()) + " free");
+                std::to_string(need_blocks) + " blocks, " + std::to_string(backend_.kv_blocks()) + " available");
   }
-  const int32_t vocab = static_cast<int32_t>(runner_.config().vocab_size);
-  Sampler sampler(options.sampling, vocab);
-  std::vector<float> logits(static_cast<size_t>(vocab));
+  validate(options.sampling, backend_.vocab_rows());
+  SequenceSampling sampling;
+  sampling.params = options.sampling;
+  sampling.seed = options.sampling.seed.has_value() ? *options.sampling.seed : random_seed();
+  const bool greedy = sampling.params.temperature == 0.0f || sampling.params.top_k == 1;
+  SequenceRunner sequence(backend_);
   GenerationResult result;
   result.prompt_tokens = n_prompt;
-  Batch batch;
 
   const auto start = Clock::now();
-  for (int64_t begin = 0; begin < n_prompt; begin += runner_.max_batch_tokens()) {
-    const int64_t n = std::min(runner_.max_batch_tokens(), n_prompt - begin);
-    batch.clear();
-    batch.sequences.push_back({&blocks.table.blocks()});
-    batch.add_tokens(0, prompt_ids.data() + begin, n, static_cast<int32_t>(begin),
-                     begin + n == n_prompt);
-    runner_.forward(batch, logits.data());
-  }
+  int32_t token = sequence.append(prompt_ids, &sampling);
   result.prefill_ms = ms_since(start);
 
   auto decode_start = Clock::now();
   for (int64_t step = 0; step < max_new; ++step) {
-    const int32_t token = sampler.sample(logits, prompt_ids, result.output_ids);
+    if (step > 0) token = sequence.append(std::span<const int32_t>(&result.output_ids.back(), 1), &sampling);
+    if (!greedy) ++sampling.draws;
     result.output_ids.push_back(token);
     if (step == 0) {
       result.ttft_ms = ms_since(start);
@@ -81,11 +70,6 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
       result.finish_reason = "stop";
       break;
     }
-    if (step + 1 == max_new) break;
-    batch.clear();
-    batch.sequences.push_back({&blocks.table.blocks()});
-    batch.add_tokens(0, &token, 1, static_cast<int32_t>(n_prompt + step), true);
-    runner_.forward(batch, logits.data());
   }
   if (result.finish_reason.empty()) result.finish_reason = "length";
   result.decode_ms = result.output_ids.size() > 1 ? ms_since(decode_start) : 0.0;

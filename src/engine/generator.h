@@ -1,6 +1,6 @@
-// Single-sequence generation on top of ModelRunner: chunked prefill of the prompt, then one token
-// per decode step, until a stop token or max_tokens. Used by `qwenserve generate`; the serving
-// engine's scheduler generalises this to many sequences.
+// Single-sequence generation through the step runner (engine/sequence_runner.h): chunked prefill
+// of the prompt, then one token per decode step, until a stop token or max_tokens. Used by
+// `qwenserve generate`; the serving engine's scheduler generalises this to many sequences.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kv/kv_cache.h"
-#include "backend/cpu/model_runner.h"
+#include "backend/backend.h"
 #include "sampling/sampling_params.h"
 
 namespace qs {
@@ -33,17 +32,18 @@ struct GenerationResult {
 
 class Generator {
  public:
-  Generator(ModelRunner& runner, KvCache& cache) : runner_(runner), cache_(cache) {}
+  /// `backend` (prepared, with KV storage) must outlive the generator.
+  explicit Generator(Backend& backend) : backend_(backend) {}
 
   /// Generates from `prompt_ids` (non-empty). `on_token` is called with each new token id as soon
-  /// as it is sampled. The KV blocks are returned to the pool before returning. Throws qs::Error
-  /// when the prompt is empty, does not fit the context, or the KV cache has too few free blocks.
+  /// as it is sampled. The KV blocks are released before returning. Throws qs::Error when the
+  /// prompt is empty, does not fit the context, the KV cache has too few blocks, or the sampling
+  /// parameters are invalid.
   GenerationResult run(const std::vector<int32_t>& prompt_ids, const GenerationOptions& options,
                        const std::function<void(int32_t)>& on_token);
 
  private:
-  ModelRunner& runner_;
-  KvCache& cache_;
+  Backend& backend_;
 };
 
 }  // namespace qs

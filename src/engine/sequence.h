@@ -1,6 +1,7 @@
 // Engine-thread state of one generation: its request, KV bookkeeping (SchedSequence: tokens,
-// computed count, block table), and output pipeline (sampler -> incremental detokenizer ->
-// stop-string matcher -> output guard -> RequestStream).
+// computed count, block table), how its tokens are sampled (SequenceSampling, run by the
+// backend), and its output pipeline (incremental detokenizer -> stop-string matcher -> output
+// guard -> RequestStream).
 #pragma once
 
 #include <memory>
@@ -10,21 +11,27 @@
 #include "engine/output_guard.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step_runner.h"
 #include "engine/stop_matcher.h"
-#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
 #include "tokenizer/incremental_decoder.h"
 
 namespace qs {
 
 struct EngineSequence : SchedSequence {
-  /// Throws qs::Error when the sampling parameters are invalid for `vocab` tokens.
-  EngineSequence(EngineRequest r, const Tokenizer& tokenizer, int32_t vocab, OutputGuardOptions guard_options)
+  /// Throws qs::Error when the sampling parameters are invalid for `vocab` tokens. `id` is the
+  /// engine's stable id of the sequence.
+  EngineSequence(EngineRequest r, const Tokenizer& tokenizer, int32_t vocab, OutputGuardOptions guard_options, uint64_t id)
       : request(std::move(r)),
+        seq_id(id),
         stream(std::make_shared<RequestStream>()),
-        sampler(request.sampling, vocab),
         decoder(tokenizer, request.skip_special_tokens),
         stop(request.stop_strings),
         guard(guard_options) {
+    validate(request.sampling, vocab);
+    sampling.params = request.sampling;
+    sampling.seed = request.sampling.seed.has_value() ? *request.sampling.seed : random_seed();
+    sampling.n_logprobs = request.top_logprobs;
     tokens = request.prompt_ids;
     n_prompt = static_cast<int64_t>(tokens.size());
     if (request.timeout_s > 0) {
@@ -40,9 +47,13 @@ struct EngineSequence : SchedSequence {
     return {tokens.data() + n_prompt, static_cast<size_t>(n_output())};
   }
 
+  /// True when sampling is a plain argmax (no RNG draw per token).
+  bool greedy() const { return sampling.params.temperature == 0.0f || sampling.params.top_k == 1; }
+
   EngineRequest request;
+  uint64_t seq_id;
   std::shared_ptr<RequestStream> stream;
-  Sampler sampler;
+  SequenceSampling sampling;
   IncrementalDecoder decoder;
   StopMatcher stop;
   OutputGuard guard;

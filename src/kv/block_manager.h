@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kv/block_pool.h"
+#include "kv/kv_types.h"
 
 namespace qs {
 

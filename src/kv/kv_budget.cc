@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "kv/block_pool.h"
+#include "kv/kv_types.h"
 
 namespace qs {
 namespace {

@@ -30,7 +30,7 @@ size_t available_memory_bytes();
 void check_kv_budget_fits(size_t budget_bytes, size_t physical_bytes);
 
 struct KvBudgetInput {
-  size_t bytes_per_block = 0;           // KvCache::bytes_per_block
+  size_t bytes_per_block = 0;           // Backend::kv_bytes_per_block
   int64_t ctx_tokens = 0;               // context of one sequence
   int32_t max_num_seqs = 1;             // sequences running at once
   std::optional<size_t> budget_bytes;   // --kv-cache-memory; nullopt: from available memory

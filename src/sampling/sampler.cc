@@ -5,21 +5,17 @@
 #include "core/error.h"
 
 namespace qs {
-namespace {
-
-uint64_t seed_from_random_device() {
+uint64_t random_seed() {
   std::random_device device;
   const uint64_t high = device();
   const uint64_t low = device();
   return (high << 32) ^ low;
 }
 
-}  // namespace
-
 Sampler::Sampler(const SamplingParams& params, int32_t vocab_size)
     : params_(params), vocab_size_(vocab_size) {
   validate(params_, vocab_size_);
-  seed_ = params_.seed.has_value() ? *params_.seed : seed_from_random_device();
+  seed_ = params_.seed.has_value() ? *params_.seed : random_seed();
   rng_.seed(seed_);
 }
 

@@ -45,6 +45,9 @@ class Sampler {
   int32_t vocab_size() const { return vocab_size_; }
   /// The seed in use (params.seed or the one drawn from std::random_device), for logs and replays.
   uint64_t seed() const { return seed_; }
+  /// Skips `n` outputs of the RNG, as if n non-greedy draws had happened (replays a sequence's
+  /// random stream from its seed, e.g. after preemption).
+  void discard(uint64_t n) { rng_.discard(n); }
   /// True when sample() is a plain argmax (temperature 0 or top_k 1).
   bool is_greedy() const { return params_.temperature == 0.0f || params_.top_k == 1; }
 

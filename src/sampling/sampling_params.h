@@ -44,4 +44,7 @@ struct SamplingParams {
 /// logit_bias ids in [0, vocab_size) with values in [-100, 100]. NaN is rejected everywhere.
 void validate(const SamplingParams& params, int32_t vocab_size);
 
+/// 64 bits from std::random_device: the seed of a request that sets none.
+uint64_t random_seed();
+
 }  // namespace qs

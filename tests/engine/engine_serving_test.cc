@@ -34,16 +34,15 @@ TEST_F(EngineFixture, PreemptionKeepsGreedyOutputsIdentical) {
   for (int i = 0; i < 8; ++i) requests.push_back(greedy_request(random_prompt(rng, 10 + 5 * i), 40));
   std::vector<Collected> reference;
   {
-    Engine engine(runner, cache, tokenizer, engine_options(8, 32));  // 128 blocks: no preemption
+    Engine engine(*backend, tokenizer, engine_options(8, 32));  // 128 blocks: no preemption
     reference = run_all(engine, requests);
     EXPECT_EQ(settled_stats(engine).preemptions_total, 0);
   }
   for (bool prefix_caching : {true, false}) {
-    KvCache small{model.config, KvDType::kF16, 12};  // 192 tokens; the 8 sequences need ~50 blocks
-    ModelRunner small_runner{model.config, model.weights, small, pool, 32, 256};
+    auto small_backend = cpu_test_backend(model, KvDType::kF16, 12, 32, 256);  // 192 tokens; the 8 sequences need ~50 blocks
     EngineOptions options = engine_options(8, 32);
     options.prefix_caching = prefix_caching;
-    Engine engine(small_runner, small, tokenizer, options);
+    Engine engine(*small_backend, tokenizer, options);
     const std::vector<Collected> constrained = run_all(engine, requests);
     int64_t preempted = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -64,7 +63,7 @@ TEST_F(EngineFixture, PreemptionKeepsGreedyOutputsIdentical) {
 TEST_F(EngineFixture, PrefixCacheSecondTurnComputesOnlyNewTokens) {
   std::mt19937 rng(5);
   const std::vector<int32_t> turn1 = random_prompt(rng, 45);
-  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
+  Engine engine(*backend, tokenizer, engine_options(4, 32));
   const Collected first = collect(*engine.submit(greedy_request(turn1, 10)));
   ASSERT_EQ(first.tokens.size(), 10u);
   EXPECT_EQ(first.cached_tokens, 0);
@@ -84,11 +83,10 @@ TEST_F(EngineFixture, PrefixCacheSecondTurnComputesOnlyNewTokens) {
   EXPECT_EQ(second.cached_tokens, expected_cached);
   EXPECT_EQ(second.prefill_computed_tokens, static_cast<int64_t>(turn2.size()) - second.cached_tokens);
 
-  KvCache fresh_cache{model.config, KvDType::kF16, 128};
-  ModelRunner fresh_runner{model.config, model.weights, fresh_cache, pool, 32, 256};
+  auto fresh_backend = cpu_test_backend(model, KvDType::kF16, 128, 32, 256);
   EngineOptions no_cache = engine_options(4, 32);
   no_cache.prefix_caching = false;
-  Engine reference(fresh_runner, fresh_cache, tokenizer, no_cache);
+  Engine reference(*fresh_backend, tokenizer, no_cache);
   const Collected ref = collect(*reference.submit(greedy_request(turn2, 10)));
   EXPECT_EQ(ref.cached_tokens, 0);
   EXPECT_EQ(ref.prefill_computed_tokens, static_cast<int64_t>(turn2.size()));
@@ -104,14 +102,13 @@ TEST_F(EngineFixture, PrefixCacheSecondTurnComputesOnlyNewTokens) {
 // 500 requests: plain, sharing prefixes, cancelled mid-stream, timed out, on a KV cache small
 // enough to force preemptions. Afterwards no block is referenced and nothing runs or waits.
 TEST_F(EngineFixture, NoLeakAfter500MixedRequests) {
-  KvCache small{model.config, KvDType::kF16, 24};
-  ModelRunner small_runner{model.config, model.weights, small, pool, 32, 256};
+  auto small_backend = cpu_test_backend(model, KvDType::kF16, 24, 32, 256);
   EngineOptions options = engine_options(8, 32);
   options.guard.enabled = false;  // the final request must run to max_tokens
   // Chunks of the full 32-token budget whatever the measured step times: admissions then outpace
   // completions and preemption is certain, not a matter of timing.
   options.prefill_slack = 0;
-  Engine engine(small_runner, small, tokenizer, options);
+  Engine engine(*small_backend, tokenizer, options);
   std::mt19937 rng(3);
   const std::vector<int32_t> shared = random_prompt(rng, 40);
   int n_cancelled = 0, n_timed_out = 0, n_finished = 0;
@@ -170,7 +167,7 @@ TEST_F(EngineFixture, QueueLimitRejectsImmediatelyWithoutDisturbingAdmitted) {
   EngineOptions options = engine_options(1, 32);
   options.max_queue = 2;
   options.guard.enabled = false;
-  Engine engine(runner, cache, tokenizer, options);
+  Engine engine(*backend, tokenizer, options);
   std::vector<std::shared_ptr<RequestStream>> accepted;
   int rejected = 0;
   for (int i = 0; i < 10; ++i) {
@@ -197,7 +194,7 @@ TEST_F(EngineFixture, QueueLimitRejectsImmediatelyWithoutDisturbingAdmitted) {
 TEST_F(EngineFixture, QueueSlotsAreReservedBeforeSubmissionAndReleasedWhenUnused) {
   EngineOptions options = engine_options(1, 32);
   options.max_queue = 2;
-  Engine engine(runner, cache, tokenizer, options);
+  Engine engine(*backend, tokenizer, options);
   {
     QueueSlot a = engine.reserve_queue_slot();
     QueueSlot b = engine.reserve_queue_slot();
@@ -221,7 +218,7 @@ TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
   // 1 ms: far shorter than the 240 decode steps of `running` (each a full forward pass).
   options.max_queue_wait_s = 0.001;
   options.guard.enabled = false;
-  Engine engine(runner, cache, tokenizer, options);
+  Engine engine(*backend, tokenizer, options);
   auto running = engine.submit(greedy_request({1, 2, 3}, 240));
   EngineEvent e;
   ASSERT_TRUE(running->pop(e, std::chrono::milliseconds(30000)));  // admitted
@@ -233,7 +230,7 @@ TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
 }
 
 TEST_F(EngineFixture, TimeoutEndsAGenerationWithAnError) {
-  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
+  Engine engine(*backend, tokenizer, engine_options(4, 32));
   EngineRequest r = greedy_request({7, 8, 9}, 200);
   r.timeout_s = 1e-6;
   const Collected c = collect(*engine.submit(r));
@@ -246,7 +243,7 @@ TEST_F(EngineFixture, DegenerateGuardStopsAForcedRepetitionWithLength) {
   EngineRequest r = greedy_request({7, 8, 9}, 200);
   r.sampling.logit_bias = {{'x', 100.0f}};  // the same token every step
   {
-    Engine engine(runner, cache, tokenizer, engine_options(4, 32));
+    Engine engine(*backend, tokenizer, engine_options(4, 32));
     const Collected c = collect(*engine.submit(r));
     EXPECT_EQ(c.finish_reason, "length");
     EXPECT_EQ(c.stop_cause, "degenerate_repetition");
@@ -255,7 +252,7 @@ TEST_F(EngineFixture, DegenerateGuardStopsAForcedRepetitionWithLength) {
 
   EngineOptions blank_only = engine_options(4, 32);
   blank_only.guard.ngram_repeats = 0;
-  Engine engine2(runner, cache, tokenizer, blank_only);
+  Engine engine2(*backend, tokenizer, blank_only);
   r.sampling.logit_bias = {{'\n', 100.0f}};
   const Collected b = collect(*engine2.submit(r));
   EXPECT_EQ(b.finish_reason, "length");

@@ -25,10 +25,10 @@ TEST_F(EngineFixture, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
   }
   std::vector<Collected> solo;
   {
-    Engine engine(runner, cache, tokenizer, engine_options(1, 32));
+    Engine engine(*backend, tokenizer, engine_options(1, 32));
     for (const auto& p : prompts) solo.push_back(collect(*engine.submit(greedy_request(p, 12))));
   }
-  Engine engine(runner, cache, tokenizer, engine_options(16, 32));
+  Engine engine(*backend, tokenizer, engine_options(16, 32));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const auto& p : prompts) streams.push_back(engine.submit(greedy_request(p, 12)));
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -47,7 +47,7 @@ TEST_F(EngineFixture, CancelFreesBlocksAndOthersContinue) {
   // could end the victim before the cancel arrives (and `other` before 20 tokens).
   EngineOptions options = engine_options(4, 32);
   options.guard.enabled = false;
-  Engine engine(runner, cache, tokenizer, options);
+  Engine engine(*backend, tokenizer, options);
   auto victim = engine.submit(greedy_request({1, 2, 3}, 200));
   auto other = engine.submit(greedy_request({4, 5, 6}, 20));
   EngineEvent e;
@@ -61,18 +61,17 @@ TEST_F(EngineFixture, CancelFreesBlocksAndOthersContinue) {
 }
 
 TEST_F(EngineFixture, RequestLongerThanContextIsAnError) {
-  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
+  Engine engine(*backend, tokenizer, engine_options(4, 32));
   const Collected c = collect(*engine.submit(greedy_request(std::vector<int32_t>(250, 5), 10)));
   EXPECT_FALSE(c.error.empty());
   EXPECT_NE(c.error.find("260"), std::string::npos) << c.error;
 }
 
 TEST_F(EngineFixture, RequestLargerThanTheKvCacheIsRejectedAtAdmission) {
-  KvCache small{model.config, KvDType::kF16, 4};  // 64 tokens of KV
-  ModelRunner small_runner{model.config, model.weights, small, pool, 32, 256};
+  auto small_backend = cpu_test_backend(model, KvDType::kF16, 4, 32, 256);  // 64 tokens of KV
   EngineOptions options = engine_options(4, 32);
   options.guard.enabled = false;  // the last request runs to max_tokens
-  Engine engine(small_runner, small, tokenizer, options);
+  Engine engine(*small_backend, tokenizer, options);
   const SubmitResult r = engine.try_submit(greedy_request(std::vector<int32_t>(40, 5), 40));
   EXPECT_EQ(r.stream, nullptr);
   EXPECT_EQ(r.rejection, EngineErrorCode::kInvalid);
@@ -84,7 +83,7 @@ TEST_F(EngineFixture, RequestLargerThanTheKvCacheIsRejectedAtAdmission) {
 }
 
 TEST_F(EngineFixture, StopStringEndsGenerationAndIsNotReturned) {
-  Engine engine(runner, cache, tokenizer, engine_options(4, 32));
+  Engine engine(*backend, tokenizer, engine_options(4, 32));
   const Collected free_run = collect(*engine.submit(greedy_request({10, 20, 30}, 12)));
   ASSERT_GE(free_run.text.size(), 4u);
   // Stop on the text of generated tokens 3..4: the output must end right before it.

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "support/random_model.h"
 #include "tokenizer/byte_level.h"
@@ -94,12 +94,21 @@ inline EngineStats settled_stats(const Engine& engine) {
   return st;
 }
 
+/// A prepared CPU backend over `model` with `n_blocks` KV blocks of `kv` (2 threads unpinned,
+/// batches of max_batch_tokens, contexts of max_context tokens, up to 64 sequences per step).
+inline std::unique_ptr<Backend> cpu_test_backend(const RandomModel& model, KvDType kv, int32_t n_blocks,
+                                                 int64_t max_batch_tokens = 32, int64_t max_context = 256,
+                                                 int threads = 2) {
+  auto backend = std::make_unique<CpuBackend>(CpuBackendOptions{threads, false, 0});
+  backend->prepare(model.config, model.weights, BackendLimits{max_batch_tokens, max_context, 64});
+  backend->allocate_kv(n_blocks, kv);
+  return backend;
+}
+
 struct EngineFixture : ::testing::Test {
   RandomModel model{Architecture::kQwen3, DType::F32};
   Tokenizer tokenizer = byte_tokenizer();
-  ThreadPool pool{2};
-  KvCache cache{model.config, KvDType::kF16, 128};
-  ModelRunner runner{model.config, model.weights, cache, pool, 32, 256};
+  std::unique_ptr<Backend> backend = cpu_test_backend(model, KvDType::kF16, 128);
 };
 
 }  // namespace qs

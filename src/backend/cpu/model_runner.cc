@@ -16,11 +16,10 @@ constexpr int64_t kMaxHeadDim = 512;
 constexpr int64_t kMaxMatmulChunkTokens = 512;
 }
 
-ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights, KvCache& cache,
-                         ThreadPool& pool, int64_t max_batch_tokens, int64_t max_context_tokens)
+ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool,
+                         int64_t max_batch_tokens, int64_t max_context_tokens)
     : config_(config),
       weights_(weights),
-      cache_(cache),
       pool_(pool),
       max_batch_tokens_(max_batch_tokens),
       max_context_tokens_(max_context_tokens),
@@ -45,6 +44,7 @@ ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights,
   up_.resize(n * config.intermediate_size);
   rope_.resize(n * config.head_dim);
   last_h_.resize(n * config.hidden_size);
+  token_seq_.resize(n);
 
   auto add_vector = [&](const TensorView* t) {
     if (t == nullptr) return;
@@ -69,51 +69,61 @@ const float* ModelRunner::vector_f32(const TensorView* t) {
   throw Error("ModelRunner: vector '" + t->name + "' was not prepared");
 }
 
-void ModelRunner::validate(const Batch& batch) const {
+void ModelRunner::validate(const StepBatch& batch, const CpuKvStorage& kv) {
   const int64_t n = batch.n_tokens();
   if (n < 1) throw Error("forward: empty batch");
   if (n > max_batch_tokens_) {
     throw Error("forward: batch of " + std::to_string(n) + " tokens exceeds max_batch_tokens " +
                 std::to_string(max_batch_tokens_));
   }
-  if (batch.positions.size() != static_cast<size_t>(n) ||
-      batch.seq_index.size() != static_cast<size_t>(n)) {
-    throw Error("forward: token_ids, positions and seq_index differ in length");
+  const auto starts = batch.query_start_loc();
+  if (starts.front() != 0 || starts.back() != n) throw Error("forward: query_start_loc does not span the batch");
+  const auto tokens = batch.token_ids();
+  const auto positions = batch.positions();
+  const auto slots = batch.slot_mapping();
+  const int64_t n_slots = static_cast<int64_t>(kv.n_blocks()) * kKvBlockSize;
+  for (int32_t s = 0; s < batch.n_seqs(); ++s) {
+    if (starts[s + 1] < starts[s]) throw Error("forward: query_start_loc is not ascending");
+    int32_t max_pos = -1;
+    for (int32_t i = starts[s]; i < starts[s + 1]; ++i) {
+      token_seq_[i] = s;
+      if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
+        throw Error("forward: token id " + std::to_string(tokens[i]) + " outside the vocabulary [0, " +
+                    std::to_string(config_.vocab_size) + ")");
+      }
+      const int32_t pos = positions[i];
+      if (pos < 0 || pos >= max_context_tokens_ || pos >= batch.seq_lens()[s]) {
+        throw Error("forward: position " + std::to_string(pos) + " outside the context of " +
+                    std::to_string(max_context_tokens_) + " tokens");
+      }
+      if (slots[i] >= n_slots) throw Error("forward: slot " + std::to_string(slots[i]) + " outside the KV cache");
+      max_pos = std::max(max_pos, pos);
+    }
+    // Every block the attention reads ([0, max_pos]) must exist in the storage.
+    const auto table = batch.block_table(s);
+    if (max_pos >= 0 && max_pos / kKvBlockSize >= batch.max_blocks_per_seq()) {
+      throw Error("forward: block table of sequence " + std::to_string(s) + " does not cover position " +
+                  std::to_string(max_pos));
+    }
+    for (int32_t j = 0; max_pos >= 0 && j <= max_pos / kKvBlockSize; ++j) {
+      if (table[j] < 0 || table[j] >= kv.n_blocks()) {
+        throw Error("forward: block table of sequence " + std::to_string(s) + " does not cover position " +
+                    std::to_string(max_pos) + " (block id " + std::to_string(table[j]) + ")");
+      }
+    }
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t token = batch.token_ids[i];
-    if (token < 0 || token >= config_.vocab_size) {
-      throw Error("forward: token id " + std::to_string(token) + " outside the vocabulary [0, " +
-                  std::to_string(config_.vocab_size) + ")");
-    }
-    const int32_t seq = batch.seq_index[i];
-    if (seq < 0 || static_cast<size_t>(seq) >= batch.sequences.size() ||
-        batch.sequences[seq].block_table == nullptr) {
-      throw Error("forward: token " + std::to_string(i) + " has no sequence");
-    }
-    const int32_t pos = batch.positions[i];
-    if (pos < 0 || pos >= max_context_tokens_) {
-      throw Error("forward: position " + std::to_string(pos) + " outside the context of " +
-                  std::to_string(max_context_tokens_) + " tokens");
-    }
-    const auto& table = *batch.sequences[seq].block_table;
-    if (static_cast<size_t>(pos / kKvBlockSize) >= table.size()) {
-      throw Error("forward: block table of sequence " + std::to_string(seq) +
-                  " does not cover position " + std::to_string(pos));
-    }
-  }
-  for (int32_t index : batch.logits_indices) {
+  for (int32_t index : batch.logits_indices()) {
     if (index < 0 || index >= n) throw Error("forward: logits index out of range");
   }
 }
 
-void ModelRunner::embed(const Batch& batch) {
+void ModelRunner::embed(const StepBatch& batch) {
   const int64_t hidden = config_.hidden_size;
   const TensorView& table = *weights_.embed_tokens;
   const size_t stride = row_bytes(table.dtype, hidden);
   pool_.parallel_for(batch.n_tokens(), [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
-      dequantize_row(table.dtype, table.data + stride * batch.token_ids[i], &x_[i * hidden], hidden);
+      dequantize_row(table.dtype, table.data + stride * batch.token_ids()[i], &x_[i * hidden], hidden);
     }
   });
 }
@@ -128,7 +138,7 @@ void ModelRunner::norm_rows(const float* x, const TensorView& weight, int64_t n_
   });
 }
 
-void ModelRunner::attention_block(const Batch& batch, int64_t layer) {
+void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv, int64_t layer) {
   const LayerWeights& w = weights_.layers[layer];
   const int64_t n = batch.n_tokens();
   const int64_t hidden = config_.hidden_size;
@@ -140,6 +150,9 @@ void ModelRunner::attention_block(const Batch& batch, int64_t layer) {
   kernels::matmul(*w.k_proj, h_.data(), n, k_.data(), pool_, scratch_, vector_f32(w.k_bias));
   kernels::matmul(*w.v_proj, h_.data(), n, v_.data(), pool_, scratch_, vector_f32(w.v_bias));
 
+  const kernels::KvLayerView kv_layer = kv.layer(layer);
+  const auto slots = batch.slot_mapping();
+  const auto positions = batch.positions();
   const float* q_norm = vector_f32(w.q_norm);
   const float* k_norm = vector_f32(w.k_norm);
   pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
@@ -156,17 +169,15 @@ void ModelRunner::attention_block(const Batch& batch, int64_t layer) {
       }
       kernels::rope_neox(q, config_.num_attention_heads, d, &rope_[i * d]);
       kernels::rope_neox(k, config_.num_key_value_heads, d, &rope_[i * d]);
-      const auto& table = *batch.sequences[batch.seq_index[i]].block_table;
-      kernels::kv_cache_store(cache_, layer, table.data(), batch.positions[i], k, &v_[i * kv_dim]);
+      kernels::kv_store(kv_layer, slots[i], k, &v_[i * kv_dim]);
     }
   });
 
   const kernels::AttentionShape shape{config_.num_attention_heads, config_.num_key_value_heads, d};
   pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
-      const auto& table = *batch.sequences[batch.seq_index[i]].block_table;
-      kernels::paged_attention_token(&q_[i * q_dim], shape, cache_, layer, table.data(),
-                                     batch.positions[i] + 1, &attn_out_[i * q_dim]);
+      kernels::paged_attention_token(&q_[i * q_dim], shape, kv_layer, batch.block_table(token_seq_[i]).data(),
+                                     positions[i] + 1, &attn_out_[i * q_dim]);
     }
   });
 
@@ -188,26 +199,26 @@ void ModelRunner::mlp_block(int64_t n, int64_t layer) {
   for (int64_t i = 0; i < n * hidden; ++i) x_[i] += h_[i];
 }
 
-void ModelRunner::compute_logits(const Batch& batch, float* logits) {
+void ModelRunner::compute_logits(const StepBatch& batch, float* logits) {
   const int64_t hidden = config_.hidden_size;
   const float* w = vector_f32(weights_.final_norm);
   for (int64_t j = 0; j < batch.n_logits(); ++j) {
-    const int64_t i = batch.logits_indices[j];
+    const int64_t i = batch.logits_indices()[j];
     kernels::rms_norm(&x_[i * hidden], w, hidden, config_.rms_norm_eps, &last_h_[j * hidden]);
   }
   kernels::matmul(*weights_.lm_head, last_h_.data(), batch.n_logits(), logits, pool_, scratch_);
 }
 
-void ModelRunner::forward(const Batch& batch, float* logits) {
-  validate(batch);
+void ModelRunner::forward(const StepBatch& batch, const CpuKvStorage& kv, float* logits) {
+  validate(batch, kv);
   const int64_t n = batch.n_tokens();
   const int64_t d = config_.head_dim;
   for (int64_t i = 0; i < n; ++i) {
-    kernels::rope_cos_sin(batch.positions[i], d, config_.rope_theta, &rope_[i * d]);
+    kernels::rope_cos_sin(batch.positions()[i], d, config_.rope_theta, &rope_[i * d]);
   }
   embed(batch);
   for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-    attention_block(batch, layer);
+    attention_block(batch, kv, layer);
     mlp_block(n, layer);
   }
   if (batch.n_logits() > 0) compute_logits(batch, logits);

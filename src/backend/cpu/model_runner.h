@@ -1,4 +1,5 @@
-// The Qwen3 / Qwen2 forward pass over a Batch, reading and writing the paged KV cache.
+// The Qwen3 / Qwen2 forward pass of the CPU backend over a StepBatch, reading and writing the paged
+// KV storage.
 //
 // Per layer (Qwen3; Qwen2 adds q/k/v biases and has no q/k norm):
 //   h = rms_norm(x) * attn_norm
@@ -15,10 +16,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "backend/cpu/kernels/matmul.h"
-#include "kv/kv_cache.h"
-#include "model/batch.h"
+#include "backend/cpu/kv_storage.h"
+#include "backend/step_batch.h"
+#include "core/thread_pool.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
@@ -27,30 +28,31 @@ namespace qs {
 class ModelRunner {
  public:
   /// `weights` must outlive the runner. Throws qs::Error if head_dim > 512.
-  ModelRunner(const ModelConfig& config, const ModelWeights& weights, KvCache& cache,
-              ThreadPool& pool, int64_t max_batch_tokens, int64_t max_context_tokens);
+  ModelRunner(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool,
+              int64_t max_batch_tokens, int64_t max_context_tokens);
 
-  /// Runs one step. Writes logits [batch.n_logits(), vocab_size] f32 row-major into `logits`.
-  /// Throws qs::Error if the batch exceeds max_batch_tokens, a position exceeds the context
-  /// limit or its block table does not cover it, or a token id is outside the vocabulary.
-  void forward(const Batch& batch, float* logits);
+  /// Runs one step over `kv`. Writes logits [batch.n_logits(), vocab_size] f32 row-major into
+  /// `logits`. Throws qs::Error (before touching any state) if the batch exceeds
+  /// max_batch_tokens, a token id is outside the vocabulary, a position exceeds the context
+  /// limit, a block table does not cover a position, a slot or block id is outside `kv`, or a
+  /// logits index is out of range.
+  void forward(const StepBatch& batch, const CpuKvStorage& kv, float* logits);
 
   const ModelConfig& config() const { return config_; }
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
   int64_t max_context_tokens() const { return max_context_tokens_; }
 
  private:
-  void validate(const Batch& batch) const;
-  void embed(const Batch& batch);
-  void attention_block(const Batch& batch, int64_t layer);
+  void validate(const StepBatch& batch, const CpuKvStorage& kv);
+  void embed(const StepBatch& batch);
+  void attention_block(const StepBatch& batch, const CpuKvStorage& kv, int64_t layer);
   void mlp_block(int64_t n_tokens, int64_t layer);
   void norm_rows(const float* x, const TensorView& weight, int64_t n_tokens, float* out);
-  void compute_logits(const Batch& batch, float* logits);
+  void compute_logits(const StepBatch& batch, float* logits);
   const float* vector_f32(const TensorView* t);  // 1-D weight as f32 (converted once at start)
 
   ModelConfig config_;
   const ModelWeights& weights_;
-  KvCache& cache_;
   ThreadPool& pool_;
   int64_t max_batch_tokens_;
   int64_t max_context_tokens_;
@@ -70,6 +72,7 @@ class ModelRunner {
   std::vector<float> up_;        // [n_tokens, intermediate]
   std::vector<float> rope_;      // [n_tokens, head_dim] cos/sin per token
   std::vector<float> last_h_;    // [max_batch_tokens, hidden] rows needing logits
+  std::vector<int32_t> token_seq_;  // [max_batch_tokens] sequence of each token of the step
 };
 
 }  // namespace qs

@@ -21,7 +21,7 @@
 #include "backend/cpu/kernels/norm_rope.h"
 #include "backend/cpu/kernels/paged_attention.h"
 #include "backend/cpu/kernels/vec_dot.h"
-#include "kv/kv_cache.h"
+#include "backend/cpu/kv_storage.h"
 #include "model/model_config.h"
 #include "formats/quantize.h"
 
@@ -446,10 +446,16 @@ TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBloc
   const int64_t n_heads = 8, n_kv = 2, d = 64, group = n_heads / n_kv;
   const int64_t max_context = 40;
   const int64_t layer = 1;
-  KvCache cache(config, kv_dtype, 8);
+  CpuKvStorage cache(config, kv_dtype, 8);
   const std::vector<int32_t> block_table = {5, 2, 7};
   const size_t row_size = row_bytes(element, d);
-  ASSERT_EQ(cache.row_bytes(), row_size);
+  ASSERT_EQ(cache.layer(layer).row_bytes, row_size);
+  // The storage is not initialised: zero it so that untouched blocks can be checked below.
+  const size_t layer_bytes = static_cast<size_t>(8) * n_kv * 16 * row_size;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    std::memset(cache.layer(l).k, 0, layer_bytes);
+    std::memset(cache.layer(l).v, 0, layer_bytes);
+  }
 
   std::mt19937 rng(61);
   std::vector<float> k = random_floats(static_cast<size_t>(max_context * n_kv * d), rng);
@@ -457,17 +463,17 @@ TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBloc
   // Different data in the other layer, at the same positions: must not leak into layer 1.
   const std::vector<float> other = random_floats(static_cast<size_t>(n_kv * d), rng, 100.0f);
   for (int64_t p = 0; p < max_context; ++p) {
-    kernels::kv_cache_store(cache, layer, block_table.data(), p, k.data() + p * n_kv * d,
-                            v.data() + p * n_kv * d);
-    kernels::kv_cache_store(cache, 0, block_table.data(), p, other.data(), other.data());
+    const int32_t slot = block_table[p / 16] * 16 + static_cast<int32_t>(p % 16);
+    kernels::kv_store(cache.layer(layer), slot, k.data() + p * n_kv * d, v.data() + p * n_kv * d);
+    kernels::kv_store(cache.layer(0), slot, other.data(), other.data());
   }
 
   // Stored rows sit where the block table says (block bt[p / 16], row p % 16) and hold the
   // reference encoding of the input (quant/quantize.h, itself checked against the format in
   // quant_test). From here on the reference attention uses the decoded stored values, so the
   // kernel's only error is its f32 arithmetic.
-  const auto* k_base = cache.k_layer(layer);
-  const auto* v_base = cache.v_layer(layer);
+  const auto* k_base = cache.layer(layer).k;
+  const auto* v_base = cache.layer(layer).v;
   std::vector<uint8_t> expected_row(row_size);
   for (int64_t p = 0; p < max_context; ++p) {
     for (int64_t g = 0; g < n_kv; ++g) {
@@ -481,7 +487,7 @@ TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBloc
       }
     }
   }
-  // Blocks outside the table are untouched (zero-filled at allocation).
+  // Blocks outside the table are untouched (zeroed above).
   for (int32_t block : {0, 1, 3, 4, 6}) {
     const size_t begin = static_cast<size_t>(block) * n_kv * 16 * row_size;
     for (size_t byte = 0; byte < static_cast<size_t>(n_kv * 16) * row_size; ++byte) {
@@ -495,7 +501,7 @@ TEST_P(KernelPagedAttention, MatchesFloat64SoftmaxAttentionOverNonContiguousBloc
   for (int64_t n_context : {1, 15, 16, 17, 40}) {
     const std::vector<float> q = random_floats(static_cast<size_t>(n_heads * d), rng, 2.0f);
     std::vector<float> out(static_cast<size_t>(n_heads * d), NAN);
-    kernels::paged_attention_token(q.data(), {n_heads, n_kv, d}, cache, layer, block_table.data(),
+    kernels::paged_attention_token(q.data(), {n_heads, n_kv, d}, cache.layer(layer), block_table.data(),
                                    n_context, out.data());
     for (int64_t h = 0; h < n_heads; ++h) {
       const int64_t g = h / group;  // GQA: consecutive query heads share a KV head
@@ -553,14 +559,14 @@ INSTANTIATE_TEST_SUITE_P(Kernel, KernelPagedAttention,
 TEST(KernelPagedAttentionSingleKey, OneKeyReturnsItsValue) {
   // With one key the softmax weight is exactly 1: the output is the (cached) value row.
   const ModelConfig config = attention_config();
-  KvCache cache(config, KvDType::kF32, 4);
+  CpuKvStorage cache(config, KvDType::kF32, 4);
   const std::vector<int32_t> block_table = {3};
   std::mt19937 rng(62);
   const std::vector<float> k = random_floats(2 * 64, rng), v = random_floats(2 * 64, rng);
-  kernels::kv_cache_store(cache, 0, block_table.data(), 0, k.data(), v.data());
+  kernels::kv_store(cache.layer(0), 3 * 16, k.data(), v.data());
   const std::vector<float> q = random_floats(8 * 64, rng, 10.0f);
   std::vector<float> out(8 * 64);
-  kernels::paged_attention_token(q.data(), {8, 2, 64}, cache, 0, block_table.data(), 1, out.data());
+  kernels::paged_attention_token(q.data(), {8, 2, 64}, cache.layer(0), block_table.data(), 1, out.data());
   for (int64_t h = 0; h < 8; ++h) {
     for (int64_t i = 0; i < 64; ++i) EXPECT_EQ(out[h * 64 + i], v[(h / 4) * 64 + i]);
   }

@@ -13,8 +13,8 @@
 
 #include "formats/dtype.h"
 #include "core/thread_pool.h"
-#include "kv/kv_cache.h"
-#include "backend/cpu/model_runner.h"
+#include "backend/cpu/cpu_backend.h"
+#include "support/backend_test_support.h"
 #include "formats/quantize.h"
 
 namespace qs {
@@ -93,18 +93,11 @@ struct QuantModel {
 };
 
 std::vector<float> logits_of(QuantModel& m, const std::vector<int32_t>& ids) {
-  ThreadPool pool(2);
-  KvCache cache(m.config, KvDType::kF32, 16);
-  ModelRunner runner(m.config, m.weights, cache, pool, 128, 256);
-  BlockTable table;
-  EXPECT_TRUE(table.reserve(static_cast<int32_t>(ids.size()), cache.pool()));
-  Batch batch;
-  batch.sequences.push_back({&table.blocks()});
-  batch.add_tokens(0, ids.data(), static_cast<int64_t>(ids.size()), 0, false);
-  for (size_t i = 0; i < ids.size(); ++i) batch.logits_indices.push_back(static_cast<int32_t>(i));
-  std::vector<float> logits(ids.size() * m.config.vocab_size);
-  runner.forward(batch, logits.data());
-  return logits;
+  CpuBackend backend(CpuBackendOptions{2, false, 0});
+  backend.prepare(m.config, m.weights, BackendLimits{128, 256, 1});
+  backend.allocate_kv(16, KvDType::kF32);
+  const auto n = static_cast<int32_t>(ids.size());
+  return step_logits(backend, {{ids, 0, block_range(0, (n + 15) / 16), n}});
 }
 
 struct Case {

@@ -7,10 +7,9 @@
 #include <memory>
 #include <random>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
-#include "kv/kv_cache.h"
-#include "backend/cpu/model_runner.h"
+#include "support/backend_test_support.h"
 #include "support/random_model.h"
 
 namespace qs {
@@ -34,21 +33,20 @@ double relative_error(const float* a, const float* b, int64_t n) {
   return max_diff / max_ref;
 }
 
+std::unique_ptr<CpuBackend> make_backend(RandomModel& m, KvDType kv, int32_t n_blocks, int64_t max_batch,
+                                         int threads) {
+  auto backend = std::make_unique<CpuBackend>(CpuBackendOptions{threads, false, 0});
+  backend->prepare(m.config, m.weights, BackendLimits{max_batch, 256, 16});
+  backend->allocate_kv(n_blocks, kv);
+  return backend;
+}
+
 // Logits of every position of `ids` computed as one prefill in a fresh cache.
 std::vector<float> prefill_all(RandomModel& m, KvDType kv, const std::vector<int32_t>& ids,
                                int threads) {
-  ThreadPool pool(threads);
-  KvCache cache(m.config, kv, 64);
-  ModelRunner runner(m.config, m.weights, cache, pool, 128, 256);
-  BlockTable table;
-  EXPECT_TRUE(table.reserve(static_cast<int32_t>(ids.size()), cache.pool()));
-  Batch batch;
-  batch.sequences.push_back({&table.blocks()});
-  batch.add_tokens(0, ids.data(), static_cast<int64_t>(ids.size()), 0, false);
-  for (size_t i = 0; i < ids.size(); ++i) batch.logits_indices.push_back(static_cast<int32_t>(i));
-  std::vector<float> logits(ids.size() * m.config.vocab_size);
-  runner.forward(batch, logits.data());
-  return logits;
+  auto backend = make_backend(m, kv, 64, 128, threads);
+  const auto n = static_cast<int32_t>(ids.size());
+  return step_logits(*backend, {{ids, 0, block_range(0, (n + 15) / 16), n}});
 }
 
 class ModelRunnerTest : public ::testing::TestWithParam<std::tuple<Architecture, DType, KvDType>> {};
@@ -65,13 +63,9 @@ TEST_P(ModelRunnerTest, BatchedMixedPrefillDecodeEqualsAlone) {
 
   // Batched, 2 threads: step 1 prefills the first part of every sequence together, then each
   // following step mixes one decode token of some sequences with prefill chunks of others.
-  ThreadPool pool(2);
-  KvCache cache(m.config, kv, 64);
-  ModelRunner runner(m.config, m.weights, cache, pool, 128, 256);
-  std::vector<BlockTable> tables(seqs.size());
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    ASSERT_TRUE(tables[s].reserve(static_cast<int32_t>(seqs[s].size()), cache.pool()));
-  }
+  auto backend = make_backend(m, kv, 64, 128, 2);
+  std::vector<std::vector<int32_t>> tables(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) tables[s] = block_range(static_cast<int32_t>(s) * 8, 3);
   std::vector<int32_t> done(seqs.size(), 0);
   const int chunk_sizes[] = {3, 1, 7};
   auto any_remaining = [&] {
@@ -81,20 +75,18 @@ TEST_P(ModelRunnerTest, BatchedMixedPrefillDecodeEqualsAlone) {
     return false;
   };
   for (int step = 0; any_remaining(); ++step) {
-    Batch batch;
+    std::vector<TestChunk> chunks;
     std::vector<std::pair<size_t, int32_t>> owners;  // (sequence, position) of each logits row
     for (size_t s = 0; s < seqs.size(); ++s) {
-      batch.sequences.push_back({&tables[s].blocks()});
       const int32_t n = std::min<int32_t>(chunk_sizes[(s + step) % 3],
                                           static_cast<int32_t>(seqs[s].size()) - done[s]);
-      for (int32_t i = 0; i < n; ++i) {
-        batch.add_tokens(static_cast<int32_t>(s), &seqs[s][done[s] + i], 1, done[s] + i, true);
-        owners.emplace_back(s, done[s] + i);
-      }
+      if (n == 0) continue;
+      chunks.push_back({std::vector<int32_t>(seqs[s].begin() + done[s], seqs[s].begin() + done[s] + n), done[s],
+                        tables[s], n, s});
+      for (int32_t i = 0; i < n; ++i) owners.emplace_back(s, done[s] + i);
       done[s] += n;
     }
-    std::vector<float> logits(owners.size() * vocab);
-    runner.forward(batch, logits.data());
+    const std::vector<float> logits = step_logits(*backend, chunks);
     for (size_t j = 0; j < owners.size(); ++j) {
       const auto [s, pos] = owners[j];
       EXPECT_LE(relative_error(&logits[j * vocab], &alone[s][pos * vocab], vocab), 1e-5)
@@ -109,22 +101,13 @@ TEST_P(ModelRunnerTest, TokenByTokenDecodeEqualsPrefill) {
   const int64_t vocab = m.config.vocab_size;
   const auto ids = random_tokens(40, 300, 9);  // crosses two KV block boundaries
   const auto full = prefill_all(m, kv, ids, 2);
-  ThreadPool pool(1);
-  KvCache cache(m.config, kv, 8);
-  ModelRunner runner(m.config, m.weights, cache, pool, 1, 256);
-  BlockTable table;
-  // Take a block first so the sequence's blocks are not numbered from 0: the block table matters.
-  const int32_t spacer = cache.pool().allocate();
-  ASSERT_TRUE(table.reserve(40, cache.pool()));
-  std::vector<float> logits(vocab);
+  auto backend = make_backend(m, kv, 8, 1, 1);
+  // Blocks not numbered from 0 and not in order: the block table matters.
+  const std::vector<int32_t> table = {6, 1, 4};
   for (int32_t pos = 0; pos < 40; ++pos) {
-    Batch batch;
-    batch.sequences.push_back({&table.blocks()});
-    batch.add_tokens(0, &ids[pos], 1, pos, true);
-    runner.forward(batch, logits.data());
+    const std::vector<float> logits = step_logits(*backend, {{{ids[pos]}, pos, table, 1}});
     EXPECT_LE(relative_error(logits.data(), &full[pos * vocab], vocab), 1e-5) << "position " << pos;
   }
-  cache.pool().release(spacer);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -135,22 +118,14 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ModelRunnerErrors, RejectsBadBatches) {
   RandomModel m(Architecture::kQwen3, DType::F32);
-  ThreadPool pool(1);
-  KvCache cache(m.config, KvDType::kF32, 4);
-  ModelRunner runner(m.config, m.weights, cache, pool, 8, 64);
-  BlockTable table;
-  ASSERT_TRUE(table.reserve(16, cache.pool()));
-  std::vector<float> logits(m.config.vocab_size);
-  Batch bad_token;
-  bad_token.sequences.push_back({&table.blocks()});
-  const int32_t out_of_vocab = 300;
-  bad_token.add_tokens(0, &out_of_vocab, 1, 0, true);
-  EXPECT_THROW(runner.forward(bad_token, logits.data()), Error);
-  Batch uncovered;
-  uncovered.sequences.push_back({&table.blocks()});
-  const int32_t token = 5;
-  uncovered.add_tokens(0, &token, 1, 16, true);  // block table covers positions 0..15 only
-  EXPECT_THROW(runner.forward(uncovered, logits.data()), Error);
+  auto backend = std::make_unique<CpuBackend>(CpuBackendOptions{1, false, 0});
+  backend->prepare(m.config, m.weights, BackendLimits{8, 64, 4});
+  backend->allocate_kv(4, KvDType::kF32);
+  EXPECT_THROW(step_logits(*backend, {{{300}, 0, {0}, 1}}), Error);          // token outside the vocabulary
+  EXPECT_THROW(step_logits(*backend, {{{5}, 16, {0}, 1}}), Error);           // table covers 0..15 only
+  EXPECT_THROW(step_logits(*backend, {{{5}, 0, {4}, 1}}), Error);            // block id outside the cache
+  EXPECT_THROW(step_logits(*backend, {{{5}, 64, {0, 1, 2, 3, 0}, 1}}), Error);  // beyond the context
+  EXPECT_THROW(step_logits(*backend, {{std::vector<int32_t>(9, 1), 0, {0}, 1}}), Error);  // > max_batch_tokens
 }
 
 }  // namespace

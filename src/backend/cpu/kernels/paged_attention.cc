@@ -20,12 +20,12 @@ namespace {
 constexpr int kHeadsPerPass = 8;
 
 // Converts one cached row to f32 (returns the row itself for F32 caches).
-inline const float* load_row(const KvCache& cache, const uint8_t* layer_base, size_t offset,
+inline const float* load_row(DType type, const uint8_t* layer_base, size_t offset,
                              int64_t head_dim, float* tmp) {
   const uint8_t* src = layer_base + offset;
-  switch (cache.dtype()) {
-    case KvDType::kF32: return reinterpret_cast<const float*>(src);
-    case KvDType::kF16: {
+  switch (type) {
+    case DType::F32: return reinterpret_cast<const float*>(src);
+    case DType::F16: {
       const auto* h = reinterpret_cast<const uint16_t*>(src);
       int64_t i = 0;
 #ifdef QS_ATTENTION_AVX2
@@ -36,7 +36,7 @@ inline const float* load_row(const KvCache& cache, const uint8_t* layer_base, si
       for (; i < head_dim; ++i) tmp[i] = fp16_to_fp32(h[i]);
       return tmp;
     }
-    case KvDType::kBF16: {
+    case DType::BF16: {
       const auto* h = reinterpret_cast<const uint16_t*>(src);
       int64_t i = 0;
 #ifdef QS_ATTENTION_AVX2
@@ -48,17 +48,12 @@ inline const float* load_row(const KvCache& cache, const uint8_t* layer_base, si
       for (; i < head_dim; ++i) tmp[i] = bf16_to_fp32(h[i]);
       return tmp;
     }
-    case KvDType::kQ8_0: break;
+    default: break;
   }
   dequantize_row(DType::Q8_0, src, tmp, head_dim);
   return tmp;
 }
 
-// Encodes one f32 row into the cache's element type (the reference encoders of quant/, so the
-// stored bytes equal what `qwenserve quantize` would write for the same values).
-inline void store_row(KvCache& cache, uint8_t* layer_base, size_t offset, const float* src, int64_t head_dim) {
-  quantize_row(cache.element_type(), src, layer_base + offset, head_dim);
-}
 
 // out[i] = exp(x[i]) for i < n, x[i] <= 0 (scores minus their running max).
 inline void exp_nonpositive(const float* x, int n, float* out) {
@@ -102,25 +97,27 @@ inline void scale_add(float* acc, float scale, float w, const float* v, int64_t 
 
 }  // namespace
 
-void kv_cache_store(KvCache& cache, int64_t layer, const int32_t* block_table, int64_t position,
-                    const float* k, const float* v) {
-  const int32_t block = block_table[position / kKvBlockSize];
-  const int32_t row = static_cast<int32_t>(position % kKvBlockSize);
-  const int64_t head_dim = cache.head_dim();
-  for (int64_t g = 0; g < cache.n_kv_heads(); ++g) {
-    const size_t offset = cache.row_byte_offset(block, g, row);
-    store_row(cache, cache.k_layer(layer), offset, k + g * head_dim, head_dim);
-    store_row(cache, cache.v_layer(layer), offset, v + g * head_dim, head_dim);
+void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v) {
+  if (slot < 0) return;
+  const int32_t block = slot / kKvBlockSize;
+  const int32_t row = slot % kKvBlockSize;
+  const int64_t head_dim = kv.head_dim;
+  // The reference encoders of formats/, so the stored bytes equal what `qwenserve quantize` would
+  // write for the same values.
+  for (int64_t g = 0; g < kv.n_kv_heads; ++g) {
+    const size_t offset = kv.row_offset(block, g, row);
+    quantize_row(kv.element_type, k + g * head_dim, kv.k + offset, head_dim);
+    quantize_row(kv.element_type, v + g * head_dim, kv.v + offset, head_dim);
   }
 }
 
-void paged_attention_token(const float* q, const AttentionShape& shape, KvCache& cache,
-                           int64_t layer, const int32_t* block_table, int64_t n_context, float* out) {
+void paged_attention_token(const float* q, const AttentionShape& shape, const KvLayerView& kv,
+                           const int32_t* block_table, int64_t n_context, float* out) {
   const int64_t d = shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const uint8_t* k_base = cache.k_layer(layer);
-  const uint8_t* v_base = cache.v_layer(layer);
+  const uint8_t* k_base = kv.k;
+  const uint8_t* v_base = kv.v;
   alignas(32) float k_row[512], v_row[512];  // head_dim <= 512 (checked by the model runner)
   alignas(32) float s[kHeadsPerPass][kKvBlockSize];
   float running_max[kHeadsPerPass], running_sum[kHeadsPerPass];
@@ -137,7 +134,7 @@ void paged_attention_token(const float* q, const AttentionShape& shape, KvCache&
         const int rows = static_cast<int>(std::min<int64_t>(kKvBlockSize, n_context - j0));
         const int32_t block = block_table[j0 / kKvBlockSize];
         for (int j = 0; j < rows; ++j) {
-          const float* k = load_row(cache, k_base, cache.row_byte_offset(block, g, j), d, k_row);
+          const float* k = load_row(kv.element_type, k_base, kv.row_offset(block, g, j), d, k_row);
           for (int h = 0; h < nh; ++h) s[h][j] = dot_f32(q + (h0 + h) * d, k, d) * scale;
         }
         // Online softmax (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): rescale
@@ -155,7 +152,7 @@ void paged_attention_token(const float* q, const AttentionShape& shape, KvCache&
           running_sum[h] = running_sum[h] * correction[h] + block_sum;
         }
         for (int j = 0; j < rows; ++j) {
-          const float* v = load_row(cache, v_base, cache.row_byte_offset(block, g, j), d, v_row);
+          const float* v = load_row(kv.element_type, v_base, kv.row_offset(block, g, j), d, v_row);
           for (int h = 0; h < nh; ++h) {
             scale_add(out + (h0 + h) * d, j == 0 ? correction[h] : 1.0f, s[h][j], v, d);
           }

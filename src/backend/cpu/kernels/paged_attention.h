@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "kv/kv_cache.h"
+#include "backend/cpu/kernels/kv_layout.h"
 
 namespace qs::kernels {
 
@@ -23,14 +23,14 @@ struct AttentionShape {
 };
 
 /// q [n_heads, head_dim] f32 of one token; out [n_heads, head_dim] f32; keys/values at positions
-/// [0, n_context) read through `block_table` from `layer` of `cache`. head_dim <= 512. No
-/// allocation.
-void paged_attention_token(const float* q, const AttentionShape& shape, KvCache& cache,
-                           int64_t layer, const int32_t* block_table, int64_t n_context, float* out);
+/// [0, n_context) read through `block_table` (block ids in position order) from one layer's
+/// arrays `kv`. head_dim <= 512. No allocation.
+void paged_attention_token(const float* q, const AttentionShape& shape, const KvLayerView& kv,
+                           const int32_t* block_table, int64_t n_context, float* out);
 
-/// Writes k, v [n_kv_heads, head_dim] of the token at `position` into the cache rows that the
-/// block table assigns to it.
-void kv_cache_store(KvCache& cache, int64_t layer, const int32_t* block_table, int64_t position,
-                    const float* k, const float* v);
+/// Writes k, v [n_kv_heads, head_dim] f32 of one token into slot `slot` (= block * kKvBlockSize +
+/// row, StepBatch::slot_mapping) of one layer's arrays, encoded in kv.element_type. A negative
+/// slot writes nothing (padded rows).
+void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v);
 
 }  // namespace qs::kernels

@@ -1,6 +1,4 @@
-#include "kv/kv_cache.h"
-
-#include <string>
+#include "kv/kv_types.h"
 
 #include "core/error.h"
 
@@ -24,7 +22,6 @@ DType kv_element_type(KvDType dtype) {
   return DType::F16;
 }
 
-namespace {
 size_t kv_row_bytes(const ModelConfig& config, KvDType dtype) {
   const DType type = kv_element_type(dtype);
   if (config.head_dim % static_cast<int64_t>(dtype_info(type).block_size) != 0) {
@@ -34,28 +31,14 @@ size_t kv_row_bytes(const ModelConfig& config, KvDType dtype) {
   }
   return row_bytes(type, config.head_dim);
 }
-}  // namespace
 
-size_t KvCache::bytes_per_block(const ModelConfig& config, KvDType dtype) {
+size_t kv_bytes_per_block_dense(const ModelConfig& config, KvDType dtype) {
   return 2 * static_cast<size_t>(config.num_hidden_layers) * config.num_key_value_heads * kKvBlockSize *
          kv_row_bytes(config, dtype);
 }
 
-int32_t KvCache::blocks_for_context(int64_t n_tokens, int64_t n_sequences) {
+int32_t kv_blocks_for_context(int64_t n_tokens, int64_t n_sequences) {
   return static_cast<int32_t>((n_tokens + kKvBlockSize - 1) / kKvBlockSize * n_sequences);
-}
-
-KvCache::KvCache(const ModelConfig& config, KvDType dtype, int32_t n_blocks)
-    : dtype_(dtype),
-      n_blocks_(n_blocks),
-      n_kv_heads_(config.num_key_value_heads),
-      head_dim_(config.head_dim),
-      row_bytes_(kv_row_bytes(config, dtype)),
-      pool_(n_blocks) {
-  if (n_blocks < 1) throw Error("KV cache needs at least one block");
-  layer_bytes_ = bytes_per_block(config, dtype) / (2 * config.num_hidden_layers) * n_blocks;
-  total_bytes_ = layer_bytes_ * 2 * config.num_hidden_layers;
-  storage_.reset(new uint8_t[total_bytes_]());
 }
 
 }  // namespace qs

@@ -1,0 +1,71 @@
+// The one place where a scheduled step becomes a StepBatch + SamplingBatch and the backend runs
+// it. The serving engine, `generate`, `bench` and `logits` all step through a StepRunner, so every
+// command measures and exercises the path serving uses.
+//
+// Per step: clear(), add() each sequence's chunk (tokens [first, first + n) of the sequence, its
+// block table from the BlockManager, how many logits rows it wants and how to sample them), then
+// run(): the batch is laid out as flat arrays (backend/step_batch.h), sampling rows are filled
+// (backend/sampling_batch.h), Backend::forward runs, and the StepOutput rows come back in add()
+// order (a sequence's rows are consecutive, starting at the index add() returned).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backend/backend.h"
+#include "sampling/sampling_params.h"
+
+namespace qs {
+
+/// How one sequence's logits rows are sampled. `params` must be valid for the vocabulary
+/// (sampling/sampling_params.h validate()); `draws` counts the RNG outputs the sequence used so
+/// far (the caller advances it: +1 per non-greedy sampled token).
+struct SequenceSampling {
+  SamplingParams params;
+  uint64_t seed = 0;          // the seed in use (params.seed or one drawn at submission)
+  uint64_t draws = 0;
+  int32_t n_logprobs = -1;    // -1: none; 0: the sampled token's logprob; k: plus the top k
+};
+
+struct StepSequence {
+  uint64_t seq_id = 0;                        // stable per sequence (per-sequence backend state)
+  std::span<const int32_t> tokens;            // the sequence's tokens so far, prompt first
+  int64_t n_prompt = 0;                       // leading prompt tokens (for penalties)
+  int64_t first = 0;                          // compute tokens [first, first + n)
+  int64_t n = 0;
+  std::span<const int32_t> block_table;       // KV block ids in position order, covering first + n
+  int32_t n_logits = 0;                       // logits rows for the last n_logits tokens (0, 1, k)
+  const SequenceSampling* sampling = nullptr; // null: greedy, no logprobs
+  bool want_logits = false;                   // return the raw logits rows too
+  std::span<const uint32_t> allowed_mask;     // empty, or [ceil(vocab_rows / 32)] u32 for every row
+};
+
+class StepRunner {
+ public:
+  /// `backend` must be prepared and have KV storage; it must outlive the runner.
+  explicit StepRunner(Backend& backend);
+
+  void clear();
+  /// Adds one sequence's chunk; returns the index of its first logits row. Throws qs::Error when
+  /// the chunk is empty, extends past `tokens`, its block table does not cover it, n_logits
+  /// exceeds n, or the mask has the wrong size.
+  int32_t add(const StepSequence& seq);
+  /// Tokens added since clear().
+  int64_t n_tokens() const { return n_tokens_; }
+  /// Runs the step on the backend and returns its output (valid until the next run()). Throws
+  /// qs::Error when the backend rejects the batch or fails.
+  const StepOutput& run();
+  /// Wall time of the last run()'s Backend::forward, seconds.
+  double last_forward_seconds() const { return last_forward_s_; }
+
+ private:
+  Backend& backend_;
+  StepBatchBuilder builder_;
+  StepBatch batch_;
+  SamplingBatch sampling_;
+  StepOutput output_;
+  int64_t n_tokens_ = 0;
+  double last_forward_s_ = 0;
+};
+
+}  // namespace qs
