@@ -1,0 +1,308 @@
+#include "constrained/grammar.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+
+namespace qs::constrained {
+
+void append(Sequence& seq, const Sequence& more) { seq.insert(seq.end(), more.begin(), more.end()); }
+
+int32_t GrammarBuilder::declare(std::string name) {
+  names_.push_back(std::move(name));
+  rules_.emplace_back();
+  defined_.push_back(false);
+  return static_cast<int32_t>(names_.size() - 1);
+}
+
+void GrammarBuilder::define(int32_t rule, std::vector<Sequence> alternatives) {
+  if (defined_[rule]) throw Error("grammar rule '" + names_[rule] + "' is defined twice");
+  for (const auto& a : alternatives) symbols_ += a.size() + 1;
+  if (symbols_ > max_symbols_) {
+    throw Error("grammar too large: more than " + std::to_string(max_symbols_) +
+                " symbols (compile limit)");
+  }
+  rules_[rule] = std::move(alternatives);
+  defined_[rule] = true;
+}
+
+Sequence GrammarBuilder::literal(std::string_view text) {
+  Sequence s;
+  s.reserve(text.size());
+  for (char c : text) s.push_back(Symbol::byte(static_cast<uint8_t>(c)));
+  return s;
+}
+
+Symbol GrammarBuilder::alt(std::vector<Sequence> alternatives, const char* name) {
+  return Symbol::ref(add_rule(name, std::move(alternatives)));
+}
+
+Symbol GrammarBuilder::opt(Sequence body) { return alt({std::move(body), {}}, "opt"); }
+
+Symbol GrammarBuilder::star(Sequence body) {
+  const int32_t r = declare("star");
+  body.push_back(Symbol::ref(r));
+  define(r, {std::move(body), {}});
+  return Symbol::ref(r);
+}
+
+Symbol GrammarBuilder::plus(Sequence body) {
+  Sequence first = body;
+  first.push_back(star(std::move(body)));
+  return alt({std::move(first)}, "plus");
+}
+
+Sequence GrammarBuilder::repeat(const Sequence& body, int64_t min, int64_t max, int64_t max_count) {
+  if (min > max_count || max > max_count) {
+    throw Error("repetition count " + std::to_string(std::max(min, max)) + " exceeds the limit " +
+                std::to_string(max_count));
+  }
+  Sequence out;
+  for (int64_t i = 0; i < min; ++i) append(out, body);
+  if (max < 0) {
+    out.push_back(star(body));
+  } else if (max > min) {
+    // o_1 ::= body | ""; o_k ::= body o_{k-1} | ""  (unambiguous: at most max-min more copies)
+    Symbol tail = opt(body);
+    for (int64_t k = 2; k <= max - min; ++k) {
+      Sequence s = body;
+      s.push_back(tail);
+      tail = opt(std::move(s));
+    }
+    out.push_back(tail);
+  }
+  return out;
+}
+
+namespace {
+
+bool alt_productive(const Sequence& a, const std::vector<bool>& productive) {
+  for (const auto& s : a) {
+    if (s.rule >= 0 ? !productive[s.rule] : s.bytes.empty()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+/// Rules made only of byte sets (no references, no empty alternative), e.g. character classes.
+bool is_terminal_rule(const std::vector<Sequence>& alts) {
+  if (alts.empty() || alts.size() > 64) return false;
+  for (const auto& a : alts) {
+    if (a.empty()) return false;
+    for (const auto& s : a) {
+      if (s.rule >= 0) return false;
+    }
+  }
+  return true;
+}
+
+/// Inlines references to terminal rules (one alternative per combination, up to 256 per
+/// alternative), so that a character inside a loop does not end a rule: the mask cache then
+/// classifies tokens that span several characters exactly instead of as uncertain.
+std::vector<std::vector<Sequence>> inline_terminal_rules(const std::vector<std::vector<Sequence>>& rules,
+                                                         const std::vector<bool>& defined) {
+  std::vector<bool> terminal(rules.size());
+  for (size_t r = 0; r < rules.size(); ++r) terminal[r] = defined[r] && is_terminal_rule(rules[r]);
+  std::vector<std::vector<Sequence>> out(rules.size());
+  for (size_t r = 0; r < rules.size(); ++r) {
+    for (const auto& a : rules[r]) {
+      size_t product = 1;
+      for (const auto& s : a) {
+        if (s.rule >= 0 && terminal[s.rule]) product *= rules[s.rule].size();
+        if (product > 256) break;
+      }
+      if (product == 1 || product > 256) {
+        out[r].push_back(a);
+        continue;
+      }
+      std::vector<Sequence> partial{Sequence{}};
+      for (const auto& s : a) {
+        if (s.rule >= 0 && terminal[s.rule]) {
+          std::vector<Sequence> next;
+          for (const auto& p : partial) {
+            for (const auto& t : rules[s.rule]) {
+              Sequence q = p;
+              append(q, t);
+              next.push_back(std::move(q));
+            }
+          }
+          partial = std::move(next);
+        } else {
+          for (auto& p : partial) p.push_back(s);
+        }
+      }
+      for (auto& p : partial) out[r].push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Grammar GrammarBuilder::build(int32_t root) const {
+  const size_t n = rules_.size();
+  const std::vector<std::vector<Sequence>> rules_ = inline_terminal_rules(this->rules_, defined_);
+  // Undefined rules reachable from root.
+  std::vector<bool> reach(n, false);
+  std::vector<int32_t> work{root};
+  reach[root] = true;
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    if (!defined_[r]) throw Error("grammar rule '" + names_[r] + "' is not defined");
+    for (const auto& a : rules_[r]) {
+      for (const auto& s : a) {
+        if (s.rule >= 0 && !reach[s.rule]) {
+          reach[s.rule] = true;
+          work.push_back(s.rule);
+        }
+      }
+    }
+  }
+  // Productive rules (least fixpoint).
+  std::vector<bool> productive(n, false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (productive[r] || !reach[r]) continue;
+      for (const auto& a : rules_[r]) {
+        if (alt_productive(a, productive)) {
+          productive[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!productive[root]) {
+    throw Error("grammar '" + names_[root] + "' is unsatisfiable: it matches no finite string");
+  }
+  // Keep productive alternatives; renumber the rules reachable through them.
+  std::vector<int32_t> id(n, -1);
+  std::vector<int32_t> order{root};
+  id[root] = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (const auto& a : rules_[order[i]]) {
+      if (!alt_productive(a, productive)) continue;
+      for (const auto& s : a) {
+        if (s.rule >= 0 && id[s.rule] < 0) {
+          id[s.rule] = static_cast<int32_t>(order.size());
+          order.push_back(s.rule);
+        }
+      }
+    }
+  }
+  const size_t m = order.size();
+  // Nullable rules and left recursion (a rule reachable from itself through nullable prefixes).
+  std::vector<bool> nullable(m, false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < m; ++i) {
+      if (nullable[i]) continue;
+      for (const auto& a : rules_[order[i]]) {
+        if (!alt_productive(a, productive)) continue;
+        bool all = true;
+        for (const auto& s : a) all = all && s.rule >= 0 && nullable[id[s.rule]];
+        if (all) {
+          nullable[i] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  std::vector<std::vector<int32_t>> left(m);
+  for (size_t i = 0; i < m; ++i) {
+    for (const auto& a : rules_[order[i]]) {
+      if (!alt_productive(a, productive)) continue;
+      for (const auto& s : a) {
+        if (s.rule < 0) break;
+        left[i].push_back(id[s.rule]);
+        if (!nullable[id[s.rule]]) break;
+      }
+    }
+  }
+  std::vector<uint8_t> color(m, 0);  // 0 new, 1 on stack, 2 done
+  for (size_t start = 0; start < m; ++start) {
+    if (color[start]) continue;
+    std::vector<std::pair<int32_t, size_t>> stack{{static_cast<int32_t>(start), 0}};
+    color[start] = 1;
+    while (!stack.empty()) {
+      auto& [r, next] = stack.back();
+      if (next < left[r].size()) {
+        const int32_t t = left[r][next++];
+        if (color[t] == 1) {
+          throw Error("grammar rule '" + names_[order[t]] + "' is left-recursive");
+        }
+        if (color[t] == 0) {
+          color[t] = 1;
+          stack.push_back({t, 0});
+        }
+      } else {
+        color[r] = 2;
+        stack.pop_back();
+      }
+    }
+  }
+  // Flatten.
+  Grammar g;
+  g.root = 0;
+  g.alternatives.resize(m);
+  g.rule_names.resize(m);
+  std::map<std::array<uint64_t, 4>, int32_t> set_ids;
+  for (size_t i = 0; i < m; ++i) {
+    g.rule_names[i] = names_[order[i]];
+    for (const auto& a : rules_[order[i]]) {
+      if (!alt_productive(a, productive)) continue;
+      g.alternatives[i].push_back(static_cast<int32_t>(g.elements.size()));
+      for (const auto& s : a) {
+        if (s.rule >= 0) {
+          g.elements.push_back({Element::Kind::kRule, id[s.rule], static_cast<int32_t>(i)});
+        } else {
+          auto [it, fresh] = set_ids.emplace(s.bytes.words, static_cast<int32_t>(g.sets.size()));
+          if (fresh) g.sets.push_back(s.bytes);
+          g.elements.push_back({Element::Kind::kBytes, it->second, static_cast<int32_t>(i)});
+        }
+      }
+      g.elements.push_back({Element::Kind::kEnd, -1, static_cast<int32_t>(i)});
+    }
+  }
+  // Return positions and can_end through tail-call chains.
+  std::vector<std::vector<int32_t>> direct(m), tail_callers(m);
+  for (size_t p = 0; p < g.elements.size(); ++p) {
+    const Element& e = g.elements[p];
+    if (e.kind != Element::Kind::kRule) continue;
+    if (g.elements[p + 1].kind == Element::Kind::kEnd) {
+      tail_callers[e.arg].push_back(e.rule);
+    } else {
+      direct[e.arg].push_back(static_cast<int32_t>(p + 1));
+    }
+  }
+  g.return_positions.resize(m);
+  g.can_end.assign(m, 0);
+  std::vector<int32_t> seen(m, -1);
+  for (size_t r = 0; r < m; ++r) {
+    std::vector<int32_t> todo{static_cast<int32_t>(r)};
+    seen[r] = static_cast<int32_t>(r);
+    auto& out = g.return_positions[r];
+    while (!todo.empty()) {
+      const int32_t t = todo.back();
+      todo.pop_back();
+      if (t == g.root) g.can_end[r] = 1;
+      out.insert(out.end(), direct[t].begin(), direct[t].end());
+      for (int32_t c : tail_callers[t]) {
+        if (seen[c] != static_cast<int32_t>(r)) {
+          seen[c] = static_cast<int32_t>(r);
+          todo.push_back(c);
+        }
+      }
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return g;
+}
+
+}  // namespace qs::constrained

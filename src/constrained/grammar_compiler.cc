@@ -1,0 +1,109 @@
+#include "constrained/grammar_compiler.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "constrained/gbnf_parser.h"
+#include "constrained/json_schema_grammar.h"
+#include "constrained/regex_grammar.h"
+#include "core/error.h"
+
+namespace qs::constrained {
+
+GrammarSource GrammarSource::choices(const std::vector<std::string>& options) {
+  return {GrammarKind::kChoices, nlohmann::json(options).dump()};
+}
+
+Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& limits) {
+  GrammarBuilder b(limits.max_symbols);
+  int32_t root = -1;
+  switch (source.kind) {
+    case GrammarKind::kJsonSchema: {
+      nlohmann::ordered_json schema;
+      try {
+        schema = nlohmann::ordered_json::parse(source.text);
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("json_schema is not valid JSON: ") + e.what());
+      }
+      root = add_json_schema(b, schema, limits);
+      break;
+    }
+    case GrammarKind::kJsonObject:
+      root = add_json_object(b);
+      break;
+    case GrammarKind::kRegex:
+      root = add_regex(b, source.text, RegexMode::kRaw, limits.max_repeat);
+      break;
+    case GrammarKind::kChoices: {
+      nlohmann::json list;
+      try {
+        list = nlohmann::json::parse(source.text);
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("choices are not valid JSON: ") + e.what());
+      }
+      if (!list.is_array() || list.empty()) throw Error("choice: expected a non-empty list of strings");
+      std::vector<Sequence> alts;
+      for (const auto& c : list) {
+        if (!c.is_string()) throw Error("choice: every choice must be a string");
+        alts.push_back(GrammarBuilder::literal(c.get<std::string>()));
+      }
+      root = b.add_rule("choice", std::move(alts));
+      break;
+    }
+    case GrammarKind::kGbnf:
+      root = add_gbnf(b, source.text, limits.max_repeat);
+      break;
+  }
+  return b.build(root);
+}
+
+GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, CompileLimits limits,
+                                 size_t cache_capacity)
+    : vocab_(std::move(vocab)), limits_(limits), capacity_(cache_capacity) {}
+
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSource& source) {
+  std::string key = std::to_string(static_cast<int>(source.kind)) + ':' + source.text;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      ++hits_;
+      return it->second->second;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline =
+      start + std::chrono::microseconds(static_cast<int64_t>(limits_.max_seconds * 1e6));
+  auto cg = std::make_shared<CompiledGrammar>();
+  cg->grammar = parse_grammar_source(source, limits_);
+  cg->vocab = vocab_;
+  cg->position_tokens =
+      build_token_mask_cache(cg->grammar, *vocab_, deadline, limits_.max_parser_states);
+  cg->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::shared_ptr<const CompiledGrammar> result = std::move(cg);
+  if (capacity_ > 0) {
+    std::lock_guard lock(mu_);
+    if (index_.find(key) == index_.end()) {
+      lru_.emplace_front(key, result);
+      index_[std::move(key)] = lru_.begin();
+      while (lru_.size() > capacity_) {
+        index_.erase(lru_.back().first);
+        lru_.pop_back();
+      }
+    }
+  }
+  return result;
+}
+
+size_t GrammarCompiler::cache_size() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
+size_t GrammarCompiler::cache_hits() const {
+  std::lock_guard lock(mu_);
+  return hits_;
+}
+
+}  // namespace qs::constrained

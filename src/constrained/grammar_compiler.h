@@ -1,0 +1,73 @@
+// Turns a constrained-decoding source into a shared CompiledGrammar, with compile limits and a
+// cache keyed by the source text.
+//
+// Sources (GrammarSource::kind):
+//   kJsonSchema  a JSON Schema document (see json_schema_grammar.h for the supported keywords);
+//   kJsonObject  any JSON object (OpenAI response_format {"type": "json_object"}); text ignored;
+//   kRegex       a regular expression the whole output must match (see regex_grammar.h);
+//   kChoices     a JSON array of strings: the output is exactly one of them;
+//   kGbnf        a GBNF grammar as llama.cpp's server takes it (see gbnf_parser.h), root "root".
+// Every error is a qs::Error whose message names the keyword, rule or limit at fault (fit for an
+// HTTP 400 body).
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "constrained/compiled_grammar.h"
+
+namespace qs::constrained {
+
+enum class GrammarKind { kJsonSchema, kJsonObject, kRegex, kChoices, kGbnf };
+
+struct GrammarSource {
+  GrammarKind kind;
+  std::string text;
+
+  static GrammarSource json_schema(std::string schema) { return {GrammarKind::kJsonSchema, std::move(schema)}; }
+  static GrammarSource json_object() { return {GrammarKind::kJsonObject, ""}; }
+  static GrammarSource regex(std::string pattern) { return {GrammarKind::kRegex, std::move(pattern)}; }
+  static GrammarSource choices(const std::vector<std::string>& options);
+  static GrammarSource gbnf(std::string grammar) { return {GrammarKind::kGbnf, std::move(grammar)}; }
+};
+
+struct CompileLimits {
+  size_t max_symbols = 200'000;         // grammar size after expanding repetitions
+  size_t max_parser_states = 200'000;   // distinct parser states while building the mask cache
+  double max_seconds = 10.0;            // wall time of one compile
+  int max_schema_depth = 64;            // nesting of schemas / $ref resolutions
+  int64_t max_repeat = 10'000;          // a bound such as maxLength / maxItems / {m,n}
+};
+
+/// The byte-level grammar of a source, without a vocabulary (for tests and validation).
+Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& limits = {});
+
+class GrammarCompiler {
+ public:
+  /// `cache_capacity`: compiled grammars kept (least recently used evicted); 0 disables caching.
+  explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, CompileLimits limits = {},
+                           size_t cache_capacity = 256);
+
+  /// Compiles or returns the cached grammar for `source`. Thread-safe. Throws qs::Error.
+  std::shared_ptr<const CompiledGrammar> compile(const GrammarSource& source);
+
+  const std::shared_ptr<const TokenVocabulary>& vocab() const { return vocab_; }
+  size_t cache_size() const;
+  size_t cache_hits() const;
+
+ private:
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  CompileLimits limits_;
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_;
+  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+  size_t hits_ = 0;
+};
+
+}  // namespace qs::constrained

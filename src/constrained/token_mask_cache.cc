@@ -1,0 +1,120 @@
+#include "constrained/token_mask_cache.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "constrained/pda.h"
+#include "core/error.h"
+
+namespace qs::constrained {
+
+namespace {
+
+struct VectorHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 1469598103934665603ULL;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ULL;
+    return h;
+  }
+};
+
+/// Parser states (sets of approximate-mode stacks) interned to ids, with a lazily filled
+/// 256-entry transition row per state (-2 unknown, -1 dead).
+class StateTable {
+ public:
+  StateTable(const Grammar& g, size_t max_states) : pool_(g, true), max_states_(max_states) {}
+
+  int32_t single(int32_t pos) { return intern({pool_.single(pos)}); }
+
+  int32_t next(int32_t state, uint8_t b) {
+    int32_t& t = trans_[static_cast<size_t>(state) * 256 + b];
+    if (t != -2) return t;
+    pool_.step(states_[state], b, scratch_);
+    const int32_t r = scratch_.empty() ? -1 : intern(scratch_);
+    trans_[static_cast<size_t>(state) * 256 + b] = r;  // intern may have moved trans_
+    return r;
+  }
+  /// A token ending in this state: 2 accepted, 1 uncertain.
+  uint8_t verdict(int32_t state) const { return verdict_[state]; }
+
+ private:
+  int32_t intern(const std::vector<int32_t>& stacks) {
+    auto [it, fresh] = ids_.emplace(stacks, static_cast<int32_t>(states_.size()));
+    if (fresh) {
+      if (states_.size() >= max_states_) {
+        throw Error("grammar too complex: more than " + std::to_string(max_states_) +
+                    " parser states while building token masks (compile limit)");
+      }
+      states_.push_back(stacks);
+      trans_.resize(trans_.size() + 256, -2);
+      bool exact = false;
+      for (int32_t s : stacks) exact = exact || !pool_.is_approx(s);
+      verdict_.push_back(exact ? 2 : 1);
+    }
+    return it->second;
+  }
+
+  StackPool pool_;
+  size_t max_states_;
+  std::vector<std::vector<int32_t>> states_;
+  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
+  std::vector<int32_t> trans_;
+  std::vector<uint8_t> verdict_;
+  std::vector<int32_t> scratch_;
+};
+
+}  // namespace
+
+std::vector<PositionTokens> build_token_mask_cache(const Grammar& grammar,
+                                                   const TokenVocabulary& vocab,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   size_t max_parser_states) {
+  std::vector<PositionTokens> out(grammar.elements.size());
+  StateTable table(grammar, max_parser_states);
+  const auto& trie = vocab.trie();
+  const auto& tokens = vocab.trie_tokens();
+  const size_t words = static_cast<size_t>(vocab.mask_words());
+  std::vector<int32_t> depth_state(static_cast<size_t>(vocab.max_token_bytes()) + 1);
+  std::vector<int32_t> accepted;
+  for (size_t pos = 0; pos < grammar.elements.size(); ++pos) {
+    if (grammar.elements[pos].kind != Element::Kind::kBytes) continue;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw Error("grammar compile time limit exceeded while building token masks");
+    }
+    PositionTokens& pt = out[pos];
+    accepted.clear();
+    depth_state[0] = table.single(static_cast<int32_t>(pos));
+    const ByteSet& first = grammar.sets[grammar.elements[pos].arg];
+    for (size_t i = 0; i < trie.size();) {
+      const auto& node = trie[i];
+      if (node.depth == 1 && !first.has(node.byte)) {
+        i = static_cast<size_t>(node.skip);
+        continue;
+      }
+      const int32_t st = table.next(depth_state[node.depth - 1], node.byte);
+      if (st < 0) {
+        i = static_cast<size_t>(node.skip);
+        continue;
+      }
+      depth_state[node.depth] = st;
+      if (node.token_end > node.token_begin) {
+        const uint8_t v = table.verdict(st);
+        auto& dst = v == 2 ? accepted : pt.uncertain;
+        for (int32_t k = node.token_begin; k < node.token_end; ++k) dst.push_back(tokens[k]);
+      }
+      ++i;
+    }
+    // A bitmask costs `words` word ORs at mask time, a list one scattered store per id.
+    if (accepted.size() > words / 4) {
+      pt.accepted_bits.assign(words, 0);
+      for (int32_t id : accepted) pt.accepted_bits[id >> 5] |= 1u << (id & 31);
+    } else {
+      std::sort(accepted.begin(), accepted.end());
+      pt.accepted_ids = accepted;
+    }
+    std::sort(pt.uncertain.begin(), pt.uncertain.end());
+  }
+  return out;
+}
+
+}  // namespace qs::constrained

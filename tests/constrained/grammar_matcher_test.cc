@@ -1,0 +1,133 @@
+// GrammarMatcher on the tiny byte vocabulary: stop tokens only where the grammar may end, special
+// and out-of-vocabulary ids never, rollback restores the exact earlier mask, compile limits and
+// the cache.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "constrained_test_support.h"
+#include "core/error.h"
+
+namespace qs::test {
+namespace {
+
+using constrained::CompileLimits;
+using constrained::GrammarCompiler;
+using constrained::GrammarMatcher;
+using constrained::GrammarSource;
+
+std::vector<uint32_t> mask_of(GrammarMatcher& m) {
+  std::vector<uint32_t> w(static_cast<size_t>(m.mask_words()), 0xFFFFFFFFu);
+  m.fill_next_token_bitmask(w.data());
+  return w;
+}
+
+TEST(GrammarMatcher, StopOnlyWhereTheGrammarMayEnd) {
+  GrammarMatcher m(tiny_compile(GrammarSource::choices({"ab", "abc"})));
+  EXPECT_FALSE(bit(mask_of(m), kTinyStop));
+  EXPECT_FALSE(m.accept_token(kTinyStop));
+  ASSERT_TRUE(m.accept_token('a'));
+  EXPECT_FALSE(bit(mask_of(m), kTinyStop));
+  ASSERT_TRUE(m.accept_token('b'));
+  auto w = mask_of(m);
+  EXPECT_TRUE(bit(w, kTinyStop));
+  EXPECT_TRUE(bit(w, 'c'));
+  EXPECT_FALSE(bit(w, 'd'));
+  EXPECT_TRUE(m.can_terminate());
+  ASSERT_TRUE(m.accept_token(kTinyStop));
+  EXPECT_TRUE(m.is_terminated());
+  EXPECT_FALSE(m.accept_token('c'));
+}
+
+TEST(GrammarMatcher, MaskMatchesAcceptTokenForEveryId) {
+  // Multi-byte tokens ("{\"", "\":", "\",\"", "12", "abc", ...) cross rule boundaries.
+  const auto g = tiny_compile(GrammarSource::json_schema(
+      R"({"type":"object","properties":{"ab":{"type":"string","maxLength":4},"n":{"type":"array","items":{"type":"integer"}}},"required":["ab"]})"));
+  const std::string text = R"({"ab":"abc","n":[12,1]})";
+  for (size_t prefix = 0; prefix <= text.size(); ++prefix) {
+    GrammarMatcher m(g);
+    ASSERT_TRUE(m.accept_bytes(text.substr(0, prefix)));
+    const auto w = mask_of(m);
+    for (int32_t id = 0; id < kTinyRows; ++id) {
+      GrammarMatcher probe(g);
+      ASSERT_TRUE(probe.accept_bytes(text.substr(0, prefix)));
+      EXPECT_EQ(bit(w, id), probe.accept_token(id)) << "prefix '" << text.substr(0, prefix) << "' id " << id;
+    }
+    for (int32_t id : {kTinySpecial, 302, 310, 319}) EXPECT_FALSE(bit(w, id));
+    for (size_t k = kTinyRows / 32; k < w.size(); ++k) EXPECT_EQ(w[k], 0u);
+  }
+}
+
+TEST(GrammarMatcher, RollbackRestoresState) {
+  GrammarMatcher m(tiny_compile(GrammarSource::regex("(ab|abc)x[0-9]+")));
+  const auto start = mask_of(m);
+  ASSERT_TRUE(m.accept_token(256 + 8));  // "abc"
+  const auto after_abc = mask_of(m);
+  ASSERT_TRUE(m.accept_token('x'));
+  ASSERT_TRUE(m.accept_token('1'));
+  EXPECT_TRUE(m.can_terminate());
+  EXPECT_EQ(m.num_accepted(), 3u);
+  m.rollback(2);
+  EXPECT_EQ(mask_of(m), after_abc);
+  EXPECT_FALSE(m.can_terminate());
+  m.rollback(1);
+  EXPECT_EQ(mask_of(m), start);
+  EXPECT_THROW(m.rollback(1), Error);
+  ASSERT_TRUE(m.accept_token('a'));
+  ASSERT_TRUE(m.accept_token('b'));
+  ASSERT_TRUE(m.accept_token('x'));
+  ASSERT_TRUE(m.accept_token('7'));
+  ASSERT_TRUE(m.accept_token(kTinyStop));
+  m.rollback(1);  // undo the stop token
+  EXPECT_FALSE(m.is_terminated());
+  EXPECT_TRUE(m.accept_token('8'));
+}
+
+TEST(GrammarMatcher, RejectedTokenLeavesStateUnchanged) {
+  GrammarMatcher m(tiny_compile(GrammarSource::regex("[a-c]+")));
+  const auto before = mask_of(m);
+  EXPECT_FALSE(m.accept_token('z'));
+  EXPECT_FALSE(m.accept_token(kTinySpecial));
+  EXPECT_FALSE(m.accept_token(-1));
+  EXPECT_FALSE(m.accept_token(kTinyRows));
+  EXPECT_FALSE(m.accept_token(310));  // a row past the vocabulary
+  EXPECT_EQ(m.num_accepted(), 0u);
+  EXPECT_EQ(mask_of(m), before);
+}
+
+TEST(GrammarCompiler, LimitsTurnHostileInputIntoErrors) {
+  CompileLimits small;
+  small.max_symbols = 500;
+  GrammarCompiler c(tiny_vocab(), small);
+  EXPECT_THROW(c.compile(GrammarSource::json_schema(R"({"type":"string","maxLength":5000})")), Error);
+  CompileLimits states;
+  states.max_parser_states = 3;
+  GrammarCompiler c2(tiny_vocab(), states);
+  EXPECT_THROW(c2.compile(GrammarSource::json_object()), Error);
+  CompileLimits time;
+  time.max_seconds = 0;
+  GrammarCompiler c3(tiny_vocab(), time);
+  try {
+    c3.compile(GrammarSource::json_object());
+    ADD_FAILURE() << "no time limit error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("time limit"), std::string::npos) << e.what();
+  }
+  // A repetition bound above CompileLimits::max_repeat.
+  GrammarCompiler c4(tiny_vocab());
+  EXPECT_THROW(c4.compile(GrammarSource::regex("a{20000}")), Error);
+}
+
+TEST(GrammarCompiler, CacheKeyedBySource) {
+  GrammarCompiler c(tiny_vocab());
+  const auto a = c.compile(GrammarSource::regex("a+"));
+  const auto b = c.compile(GrammarSource::regex("a+"));
+  const auto d = c.compile(GrammarSource::gbnf("root ::= \"a\"+"));
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_NE(a.get(), d.get());
+  EXPECT_EQ(c.cache_hits(), 1u);
+  EXPECT_EQ(c.cache_size(), 2u);
+}
+
+}  // namespace
+}  // namespace qs::test
