@@ -5,7 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "backend/backend_factory.h"
+#include "backend/factory/backend_factory.h"
 #include "cli/commands.h"
 #include "model/model_loader.h"
 

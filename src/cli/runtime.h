@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "backend/backend_factory.h"
+#include "backend/factory/backend_factory.h"
 #include "kv/kv_types.h"
 #include "model/model_loader.h"
 #include "quantize/model_quantizer.h"

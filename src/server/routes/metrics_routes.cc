@@ -25,6 +25,12 @@ void handle_stats(const EngineStats& stats, metrics::ServerMetrics& metrics, htt
                        {"referenced", stats.kv_blocks_referenced},
                        {"cached", stats.kv_blocks_cached}};
   body["preemptions"] = stats.preemptions_total;
+  // Engine-thread time since start: the backend's steps and the host work on their output
+  // (detokenizing, stop strings, guards, events), to see whether output processing is a share of
+  // the step worth moving off the engine thread.
+  body["engine_steps"] = {{"steps", stats.steps_total},
+                          {"forward_seconds", stats.forward_seconds_total},
+                          {"output_seconds", stats.output_seconds_total}};
   send_json(res, 200, body);
 }
 

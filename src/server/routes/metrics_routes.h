@@ -13,7 +13,8 @@ namespace qs {
 void handle_metrics(const EngineStats& stats, metrics::ServerMetrics& metrics, httplib::Response& res);
 
 /// GET /stats: sets the same gauges, then answers 200 with metrics.stats_json() plus
-/// "kv_blocks" {"total", "referenced", "cached"} and "preemptions" from `stats`.
+/// "kv_blocks" {"total", "referenced", "cached"}, "preemptions" and "engine_steps" {"steps",
+/// "forward_seconds", "output_seconds"} (engine-thread time since start) from `stats`.
 void handle_stats(const EngineStats& stats, metrics::ServerMetrics& metrics, httplib::Response& res);
 
 }  // namespace qs

@@ -1,4 +1,4 @@
-#include "backend/backend_factory.h"
+#include "backend/factory/backend_factory.h"
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels/cpu_isa.h"
