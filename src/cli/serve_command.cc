@@ -92,12 +92,7 @@ void check_configuration(ServeOptions& opt) {
   opt.server.http_threads = http_worker_threads(opt.engine.max_num_seqs, opt.engine.max_queue);
   if (!opt.kv_cache_memory.empty()) {
     const size_t budget = parse_byte_size(opt.kv_cache_memory);
-    check_kv_budget_fits(budget, physical_memory_bytes());
-    const size_t available = available_memory_bytes();
-    if (available > 0 && budget > available) {
-      std::fprintf(stderr, "warning: --kv-cache-memory %s exceeds the memory now available (%s); the system may swap or kill this process\n",
-                   format_byte_size(budget).c_str(), format_byte_size(available).c_str());
-    }
+    check_kv_budget_fits(budget, physical_memory_bytes(), available_memory_bytes());
   }
   const std::string problem = listen_address_problem(opt.server.host, opt.server.port);
   if (!problem.empty()) {

@@ -98,7 +98,13 @@ size_t available_memory_bytes() {
   return 0;
 }
 
-void check_kv_budget_fits(size_t budget_bytes, size_t physical_bytes) {
+void check_kv_budget_fits(size_t budget_bytes, size_t physical_bytes, size_t available_bytes) {
+  if (available_bytes > 0 && budget_bytes > available_bytes && (physical_bytes == 0 || budget_bytes <= physical_bytes)) {
+    throw Error("--kv-cache-memory " + format_byte_size(budget_bytes) + " (" + std::to_string(budget_bytes) +
+                " bytes) exceeds the memory now available (MemAvailable " + format_byte_size(available_bytes) + ", " +
+                std::to_string(available_bytes) + " bytes): the cache would be paged out or the process killed; "
+                "lower --kv-cache-memory");
+  }
   if (physical_bytes == 0 || budget_bytes <= physical_bytes) return;
   throw Error("--kv-cache-memory " + format_byte_size(budget_bytes) + " (" + std::to_string(budget_bytes) +
               " bytes) exceeds this machine's physical memory of " + format_byte_size(physical_bytes) + " (" +
@@ -111,7 +117,7 @@ int32_t kv_blocks_for_budget(const KvBudgetInput& in) {
   const int64_t all_contexts = one_context * std::max<int32_t>(in.max_num_seqs, 1);
   const int64_t kMaxBlocks = std::numeric_limits<int32_t>::max();
   if (in.budget_bytes) {
-    check_kv_budget_fits(*in.budget_bytes, in.physical_bytes);
+    check_kv_budget_fits(*in.budget_bytes, in.physical_bytes, in.available_bytes);
     const auto blocks = static_cast<int64_t>(std::min<size_t>(*in.budget_bytes / in.bytes_per_block, kMaxBlocks));
     if (blocks < 1) {
       throw Error("--kv-cache-memory " + std::to_string(*in.budget_bytes) + " bytes holds no KV block (one block of " +

@@ -26,8 +26,9 @@ size_t physical_memory_bytes();
 size_t available_memory_bytes();
 
 /// Throws qs::Error naming --kv-cache-memory and both sizes when `budget_bytes` exceeds
-/// `physical_bytes` (0: unknown, no check): such a cache cannot be held in memory.
-void check_kv_budget_fits(size_t budget_bytes, size_t physical_bytes);
+/// `physical_bytes` (such a cache cannot be held in memory) or `available_bytes` (MemAvailable:
+/// the OOM killer would end the process instead of a clear error). 0 means unknown: no check.
+void check_kv_budget_fits(size_t budget_bytes, size_t physical_bytes, size_t available_bytes = 0);
 
 struct KvBudgetInput {
   size_t bytes_per_block = 0;           // Backend::kv_bytes_per_block

@@ -19,6 +19,20 @@ std::string error_of(size_t budget, size_t physical) {
   return "";
 }
 
+TEST(KvBudgetLimit, BudgetAboveAvailableMemoryIsRejectedNamingOptionAndMemAvailable) {
+  const size_t physical = 16ull << 30, available = 3ull << 30;
+  std::string message;
+  try {
+    check_kv_budget_fits(4ull << 30, physical, available);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("--kv-cache-memory"), std::string::npos) << message;
+  EXPECT_NE(message.find("MemAvailable 3.0 GiB"), std::string::npos) << message;
+  EXPECT_NO_THROW(check_kv_budget_fits(3ull << 30, physical, available)) << "exactly MemAvailable fits";
+  EXPECT_NO_THROW(check_kv_budget_fits(4ull << 30, physical, 0)) << "MemAvailable unknown: no check";
+}
+
 TEST(KvBudgetLimit, BudgetAbovePhysicalMemoryIsRejectedNamingOptionAndBothSizes) {
   const size_t physical = 16ull << 30;
   const size_t budget = parse_byte_size("999TiB");
