@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "constrained/grammar.h"
@@ -12,11 +14,42 @@
 
 namespace qs::constrained {
 
+/// The merged token classes of a set of parser-stack tops (several positions are live at once,
+/// e.g. every alternative of a character class): accepted tokens as one bitmask and the
+/// uncertain tokens (sorted, not already accepted). Shared by all matchers of a grammar; filled
+/// on first use, never evicted, at most `max_entries` entries (then computed per call).
+class TopsMaskCache {
+ public:
+  struct Entry {
+    std::vector<uint32_t> accepted;  // mask words
+    std::vector<int32_t> uncertain;
+  };
+  explicit TopsMaskCache(size_t max_entries = 512) : max_entries_(max_entries) {}
+
+  /// The entry for sorted, distinct positions `tops`; nullptr when the cache is full and the
+  /// key absent (the caller then merges itself). Thread-safe.
+  const Entry* find_or_build(const std::vector<int32_t>& tops,
+                             const std::vector<PositionTokens>& positions, size_t words);
+
+ private:
+  struct Hash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+      uint64_t h = 1469598103934665603ULL;
+      for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ULL;
+      return h;
+    }
+  };
+  size_t max_entries_;
+  std::shared_mutex mu_;
+  std::unordered_map<std::vector<int32_t>, std::unique_ptr<const Entry>, Hash> entries_;
+};
+
 struct CompiledGrammar {
   Grammar grammar;
   std::shared_ptr<const TokenVocabulary> vocab;
   std::vector<PositionTokens> position_tokens;  // indexed by grammar position
   double compile_ms = 0;                        // wall time of parse + mask cache build
+  mutable TopsMaskCache tops_cache;             // thread-safe; filled by matchers
 
   size_t memory_bytes() const {
     size_t n = grammar.elements.size() * sizeof(Element);

@@ -140,7 +140,9 @@ class GbnfParser {
         atom = {chars_.one_of(all)};
       } else if (c == '(') {
         ++i_;
+        if (++nesting_ > kMaxNesting) fail("groups nested deeper than " + std::to_string(kMaxNesting));
         std::vector<Sequence> alts = parse_alternatives(true);
+        --nesting_;
         skip(true);
         if (i_ >= t_.size() || t_[i_] != ')') fail("missing ')'");
         ++i_;
@@ -274,7 +276,9 @@ class GbnfParser {
   std::string_view t_;
   int64_t max_repeat_;
   CharEmitter chars_;
+  static constexpr int kMaxNesting = 200;
   size_t i_ = 0;
+  int nesting_ = 0;
   std::map<std::string, int32_t> ids_;
 };
 

@@ -63,14 +63,17 @@ Sequence GrammarBuilder::repeat(const Sequence& body, int64_t min, int64_t max, 
   if (max < 0) {
     out.push_back(star(body));
   } else if (max > min) {
-    // o_1 ::= body | ""; o_k ::= body o_{k-1} | ""  (unambiguous: at most max-min more copies)
-    Symbol tail = opt(body);
-    for (int64_t k = 2; k <= max - min; ++k) {
+    // o_1 ::= body | ""; o_k ::= body o_{k-1} | ""  (unambiguous: at most max-min more copies).
+    // Chains over one rule are shared: o_k of a shorter bound is a suffix of a longer one.
+    std::vector<Symbol> local;
+    std::vector<Symbol>& chain =
+        (body.size() == 1 && body[0].rule >= 0) ? opt_chains_[body[0].rule] : local;
+    while (static_cast<int64_t>(chain.size()) < max - min) {
       Sequence s = body;
-      s.push_back(tail);
-      tail = opt(std::move(s));
+      if (!chain.empty()) s.push_back(chain.back());
+      chain.push_back(opt(std::move(s)));
     }
-    out.push_back(tail);
+    out.push_back(chain[static_cast<size_t>(max - min - 1)]);
   }
   return out;
 }

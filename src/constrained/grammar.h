@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +99,7 @@ class GrammarBuilder {
   std::vector<std::string> names_;
   std::vector<std::vector<Sequence>> rules_;
   std::vector<bool> defined_;
+  std::map<int32_t, std::vector<Symbol>> opt_chains_;  // repeat(): optional chains per body rule
 };
 
 }  // namespace qs::constrained

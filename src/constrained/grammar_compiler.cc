@@ -14,6 +14,27 @@ GrammarSource GrammarSource::choices(const std::vector<std::string>& options) {
   return {GrammarKind::kChoices, nlohmann::json(options).dump()};
 }
 
+namespace {
+
+/// Rejects JSON nested deeper than 4 x max_schema_depth levels before any recursive walk over it
+/// (a schema level is at most a few JSON levels: {"properties": {"x": {...}}}).
+void check_json_depth(const nlohmann::ordered_json& doc, int max_schema_depth) {
+  const size_t limit = static_cast<size_t>(max_schema_depth) * 4 + 8;
+  std::vector<std::pair<const nlohmann::ordered_json*, size_t>> todo{{&doc, 1}};
+  while (!todo.empty()) {
+    auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (depth > limit) {
+      throw Error("json_schema: document nested deeper than " + std::to_string(limit) + " levels");
+    }
+    if (v->is_structured()) {
+      for (const auto& child : *v) todo.push_back({&child, depth + 1});
+    }
+  }
+}
+
+}  // namespace
+
 Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& limits) {
   GrammarBuilder b(limits.max_symbols);
   int32_t root = -1;
@@ -25,6 +46,7 @@ Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& l
       } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("json_schema is not valid JSON: ") + e.what());
       }
+      check_json_depth(schema, limits.max_schema_depth);
       root = add_json_schema(b, schema, limits);
       break;
     }

@@ -105,46 +105,47 @@ void GrammarMatcher::compute_mask(uint32_t* words) {
   std::memset(words, 0, nwords * sizeof(uint32_t));
   const auto& state = history_.back();
   if (!is_terminated()) {
+    // Distinct top positions of the live stacks; their merged classes come from the shared cache.
     tops_.clear();
     for (int32_t s : state) {
-      if (s >= 2) tops_.push_back({pool_.top(s), s});
+      if (s >= 2) tops_.push_back(pool_.top(s));
     }
     std::sort(tops_.begin(), tops_.end());
-    for (size_t i = 0; i < tops_.size();) {
-      size_t j = i;
-      while (j < tops_.size() && tops_[j].first == tops_[i].first) ++j;
-      const PositionTokens& pt = grammar_->position_tokens[tops_[i].first];
-      if (!pt.accepted_bits.empty()) {
-        const uint32_t* src = pt.accepted_bits.data();
-        for (size_t w = 0; w < nwords; ++w) words[w] |= src[w];
-      }
-      for (int32_t id : pt.accepted_ids) words[id >> 5] |= 1u << (id & 31);
-      i = j;
-    }
-    for (size_t i = 0; i < tops_.size();) {
-      size_t j = i;
-      while (j < tops_.size() && tops_[j].first == tops_[i].first) ++j;
-      const PositionTokens& pt = grammar_->position_tokens[tops_[i].first];
-      if (!pt.uncertain.empty()) {
-        group_.clear();
-        for (size_t k = i; k < j; ++k) group_.push_back(tops_[k].second);
-        std::sort(group_.begin(), group_.end());
-        for (int32_t id : pt.uncertain) {
-          if ((words[id >> 5] >> (id & 31)) & 1) continue;
-          scratch_a_ = group_;
-          bool ok = true;
-          for (char c : v.bytes(id)) {
-            pool_.step(scratch_a_, static_cast<uint8_t>(c), scratch_b_);
-            if (scratch_b_.empty()) {
-              ok = false;
-              break;
-            }
-            std::swap(scratch_a_, scratch_b_);
-          }
-          if (ok) words[id >> 5] |= 1u << (id & 31);
+    tops_.erase(std::unique(tops_.begin(), tops_.end()), tops_.end());
+    const auto& positions = grammar_->position_tokens;
+    const TopsMaskCache::Entry* merged =
+        tops_.size() > 1 ? grammar_->tops_cache.find_or_build(tops_, positions, nwords) : nullptr;
+    group_.clear();
+    if (merged != nullptr) {
+      std::memcpy(words, merged->accepted.data(), nwords * sizeof(uint32_t));
+      group_ = merged->uncertain;
+    } else {
+      for (int32_t p : tops_) {
+        const PositionTokens& pt = positions[p];
+        if (!pt.accepted_bits.empty()) {
+          const uint32_t* src = pt.accepted_bits.data();
+          for (size_t w = 0; w < nwords; ++w) words[w] |= src[w];
         }
+        for (int32_t id : pt.accepted_ids) words[id >> 5] |= 1u << (id & 31);
+        group_.insert(group_.end(), pt.uncertain.begin(), pt.uncertain.end());
       }
-      i = j;
+      std::sort(group_.begin(), group_.end());
+      group_.erase(std::unique(group_.begin(), group_.end()), group_.end());
+    }
+    // Uncertain tokens, each checked once against the whole state by the exact parser.
+    for (int32_t id : group_) {
+      if ((words[id >> 5] >> (id & 31)) & 1) continue;
+      scratch_a_ = state;
+      bool ok = true;
+      for (char c : v.bytes(id)) {
+        pool_.step(scratch_a_, static_cast<uint8_t>(c), scratch_b_);
+        if (scratch_b_.empty()) {
+          ok = false;
+          break;
+        }
+        std::swap(scratch_a_, scratch_b_);
+      }
+      if (ok) words[id >> 5] |= 1u << (id & 31);
     }
   }
   if (is_terminated() || can_terminate()) {

@@ -67,8 +67,7 @@ class GrammarMatcher {
   static constexpr size_t kMaskCacheSize = 8;
   std::vector<CachedMask> mask_cache_;
   size_t mask_cache_next_ = 0;
-  std::vector<int32_t> scratch_a_, scratch_b_, group_;
-  std::vector<std::pair<int32_t, int32_t>> tops_;
+  std::vector<int32_t> scratch_a_, scratch_b_, group_, tops_;
 };
 
 }  // namespace qs::constrained

@@ -37,6 +37,7 @@ class SchemaCompiler {
       : b_(b), doc_(doc), limits_(limits), chars_(b, true) {}
 
   Symbol value(const ojson& s, const std::string& path, int depth);
+  Symbol value_uncached(const ojson& s, const std::string& path, int depth);
   Symbol any_value();
   Symbol any_object();
 
@@ -67,6 +68,7 @@ class SchemaCompiler {
   const CompileLimits& limits_;
   CharEmitter chars_;
   std::map<std::string, int32_t> refs_;
+  std::map<std::string, Symbol> memo_;  // compact dump of a sub-schema -> its symbol
   int32_t any_value_ = -1, any_object_ = -1, any_string_ = -1;
 };
 
@@ -140,6 +142,15 @@ Symbol SchemaCompiler::value(const ojson& s, const std::string& path, int depth)
   if (depth > limits_.max_schema_depth) {
     fail(path, "schema nested deeper than " + std::to_string(limits_.max_schema_depth) + " levels");
   }
+  // Equal sub-schemas share one rule (fewer grammar positions to classify at compile time).
+  std::string key = s.dump();
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const Symbol sym = value_uncached(s, path, depth);
+  memo_.emplace(std::move(key), sym);
+  return sym;
+}
+
+Symbol SchemaCompiler::value_uncached(const ojson& s, const std::string& path, int depth) {
   if (s.is_boolean()) {
     if (!s.get<bool>()) fail(path, "the false schema is unsatisfiable");
     return any_value();

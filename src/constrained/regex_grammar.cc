@@ -195,7 +195,9 @@ class RegexParser {
           fail("lookaround and inline flags are not supported");
         }
       }
+      if (++nesting_ > kMaxNesting) fail("groups nested deeper than " + std::to_string(kMaxNesting));
       Symbol inner = parse_alt();
+      --nesting_;
       if (!eat(')')) fail("missing ')'");
       return {inner};
     }
@@ -262,7 +264,9 @@ class RegexParser {
   RegexMode mode_;
   int64_t max_repeat_;
   CharEmitter chars_;
+  static constexpr int kMaxNesting = 200;
   size_t i_ = 0;
+  int nesting_ = 0;
   bool end_anchor_ = false;
   int32_t any_star_ = -1;
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 
 #include "constrained_test_support.h"
 #include "core/error.h"
@@ -127,6 +128,56 @@ TEST(GrammarCompiler, CacheKeyedBySource) {
   EXPECT_NE(a.get(), d.get());
   EXPECT_EQ(c.cache_hits(), 1u);
   EXPECT_EQ(c.cache_size(), 2u);
+}
+
+TEST(GrammarCompiler, DeepNestingIsAnErrorNotACrash) {
+  const std::string parens = std::string(100000, '(') + "a" + std::string(100000, ')');
+  EXPECT_THROW(constrained::parse_grammar_source(GrammarSource::regex(parens)), Error);
+  EXPECT_THROW(constrained::parse_grammar_source(GrammarSource::gbnf("root ::= " + parens)), Error);
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += R"({"items":)";
+  deep += "{}";
+  deep += std::string(100000, '}');
+  try {
+    constrained::parse_grammar_source(GrammarSource::json_schema(deep));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GrammarMatcher, MatchersOnThreadsShareOneGrammar) {
+  // Matchers on several threads fill the grammar's shared tops cache concurrently; every thread
+  // must see the masks a lone matcher computes.
+  GrammarCompiler c(tiny_vocab());
+  const auto g = c.compile(GrammarSource::json_schema(
+      R"({"type":"object","properties":{"a":{"type":"string","maxLength":6},"b":{"enum":["x","yy"]}},"required":["a","b"]})"));
+  const std::string text = R"({"a":"ab\n","b":"yy"})";
+  std::vector<std::vector<uint32_t>> expected;
+  {
+    GrammarCompiler fresh(tiny_vocab());
+    GrammarMatcher m(fresh.compile(GrammarSource::json_schema(
+        R"({"type":"object","properties":{"a":{"type":"string","maxLength":6},"b":{"enum":["x","yy"]}},"required":["a","b"]})")));
+    for (char ch : text) {
+      expected.push_back(mask_of(m));
+      ASSERT_TRUE(m.accept_token(static_cast<uint8_t>(ch)));
+    }
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> failures(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep) {
+        GrammarMatcher m(g);
+        for (size_t i = 0; i < text.size(); ++i) {
+          if (mask_of(m) != expected[i]) ++failures[t];
+          if (!m.accept_token(static_cast<uint8_t>(text[i]))) ++failures[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
 }  // namespace
