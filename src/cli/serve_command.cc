@@ -25,6 +25,7 @@
 #include "server/http_server.h"
 #include "server/http_worker_pool.h"
 #include "server/listen_address.h"
+#include "server/routes/cors.h"
 #include "server/web_assets.h"
 #include "tokenizer/tokenizer.h"
 
@@ -238,6 +239,10 @@ Command register_serve(CLI::App& app) {
                  "first is reported by the API")
       ->capture_default_str();
   app.add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  app.add_option("--allowed-origins", s.allowed_origins,
+                 "CORS: browser origins (scheme://host[:port], or * for any) that may call the API; default none")
+      ->delimiter(',')
+      ->check([](const std::string& origin) { return cors_origin_problem(origin); });
   app.add_option("--max-tokens-cap", s.max_tokens_cap, "Upper bound for max_tokens")->check(kPositive)->capture_default_str();
   app.add_option("--default-max-tokens", s.default_max_tokens, "max_tokens when a request sets none")->check(kPositive)->capture_default_str();
   app.add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->check(kPositive)->capture_default_str();

@@ -12,6 +12,7 @@
 #include "server/http_worker_pool.h"
 #include "server/job_builder.h"
 #include "server/listen_address.h"
+#include "server/routes/cors.h"
 #include "server/routes/fallback_route.h"
 #include "server/routes/generation_routes.h"
 #include "server/routes/health_routes.h"
@@ -116,16 +117,23 @@ void HttpServer::register_routes() {
 
   // Runs after the headers are read and before the body is.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const std::optional<HeaderRejection> rejection = check_request_headers(req, options_);
-    if (!rejection) return httplib::Server::HandlerResponse::Unhandled;
-    answer_error(req, res, rejection->error);
-    if (rejection->close_connection) res.set_header("Connection", "close");
+    if (const std::optional<HeaderRejection> rejection = check_request_headers(req, options_)) {
+      answer_error(req, res, rejection->error);
+      if (rejection->close_connection) res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!is_cors_preflight(req, options_.allowed_origins)) return httplib::Server::HandlerResponse::Unhandled;
+    if (const std::optional<ApiError> refused = answer_cors_preflight(req, res, options_.allowed_origins)) {
+      answer_error(req, res, *refused);
+    }
     return httplib::Server::HandlerResponse::Handled;
   });
   // httplib 0.11 adds "Keep-Alive" to every response not answering a "Connection: close" request;
-  // a response that closes the connection must not advertise keep-alive as well.
-  s.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+  // a response that closes the connection must not advertise keep-alive as well. CORS headers go
+  // on every response to an allowed origin, errors and streams included.
+  s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (res.get_header_value("Connection") == "close") res.headers.erase("Keep-Alive");
+    add_cors_headers(req, res, options_.allowed_origins);
   });
   // Any status >= 400 that no handler gave a body: no route, body too large while reading, ...
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {

@@ -50,6 +50,7 @@ struct ServerOptions {
   int http_threads = 32;                 // worker threads = connections served at once (see http_worker_pool.h)
   std::string log_format = "json";       // per-request log line on stderr: json, text or none
   double request_timeout_s = 0;          // > 0: default and upper bound of a request's "timeout"
+  std::vector<std::string> allowed_origins;  // CORS (routes/cors.h): origins or "*"; empty: no CORS
 };
 
 /// A static file: body and content type (the web UI).

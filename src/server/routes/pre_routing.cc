@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "server/routes/cors.h"
+
 namespace qs {
 namespace {
 
@@ -45,7 +47,7 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
     return closing(ApiError(411, "a POST needs a Content-Length header (or chunked transfer encoding)", "",
                             "invalid_request_error", "length_required"));
   }
-  if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
+  if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0 && !is_cors_preflight(req, options.allowed_origins) &&
       req.get_header_value("Authorization") != "Bearer " + options.api_key) {
     return HeaderRejection{ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>')", "",
                                     "invalid_request_error", "invalid_api_key"),

@@ -25,7 +25,7 @@ struct HeaderRejection {
 /// - a POST with neither Content-Length nor chunked Transfer-Encoding (RFC 9110 section
 ///   15.5.12): 411 length_required, connection closed;
 /// - options.api_key set and a /v1/ path without "Authorization: Bearer <key>": 401
-///   invalid_api_key (the connection stays open).
+///   invalid_api_key (the connection stays open); a CORS preflight (cors.h) needs no key.
 std::optional<HeaderRejection> check_request_headers(const httplib::Request& req, const ServerOptions& options);
 
 }  // namespace qs
