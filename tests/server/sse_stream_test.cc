@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -61,15 +62,18 @@ EngineEvent finished(std::string finish_reason, int64_t completion_tokens) {
   return e;
 }
 
-// Runs stream_generation over choices fed with `events[i]` (pushed after `delay`) and returns
-// everything written.
+// Runs stream_generation over choices fed with `events[i]` (pushed `delay` after the first write,
+// so that a slow start cannot eat the delay) and returns everything written.
 std::string stream(GenerationJob job, const std::vector<std::vector<EngineEvent>>& events,
                    std::chrono::milliseconds delay = std::chrono::milliseconds(0), int64_t keepalive_ms = 5000) {
   std::vector<ChoiceState> choices(events.size());
   for (auto& c : choices) c.stream = std::make_shared<RequestStream>();
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const auto& c : choices) streams.push_back(c.stream);
+  const Tokenizer& tokenizer = test::qwen_tokenizer();
+  std::atomic<bool> started{false};
   std::thread producer([&] {
+    while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(delay);
     for (size_t i = 0; i < events.size(); ++i) {
       for (const EngineEvent& e : events[i]) streams[i]->push(e);
@@ -77,9 +81,10 @@ std::string stream(GenerationJob job, const std::vector<std::vector<EngineEvent>
   });
   metrics::ServerMetrics metrics;
   std::string written;
-  stream_generation(std::move(job), std::move(choices), test::qwen_tokenizer(), metrics,
-                    [&written](const std::string& bytes) {
+  stream_generation(std::move(job), std::move(choices), tokenizer, metrics,
+                    [&written, &started](const std::string& bytes) {
                       written += bytes;
+                      started.store(true);
                       return true;
                     },
                     keepalive_ms);
@@ -225,7 +230,8 @@ TEST(SseStream, AFailureAfterTheStartIsAnOpenAiErrorEvent) {
 }
 
 TEST(SseStream, KeepAlivesAreCommentsThatClientsIgnore) {
-  // Nothing arrives for 600 ms with a 50 ms keep-alive interval: comments are written meanwhile.
+  // Nothing arrives for 600 ms after the first chunk, with a 50 ms keep-alive interval: the
+  // stream's 200 ms waits for an event time out and comments are written meanwhile.
   const std::string body = stream(stream_job(GenerationJob::Api::kChat, false), {{delta("late", 1), finished("stop", 1)}},
                                   std::chrono::milliseconds(600), 50);
   const ParsedChunks parsed = parse_openai_stream(body);
