@@ -3,12 +3,8 @@
 #include <array>
 #include <string>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 #include "core/error.h"
-#include "formats/quantize.h"
+#include "formats/dequantize_kernels.h"
 
 namespace qs {
 namespace {
@@ -114,42 +110,8 @@ uint16_t fp32_to_bf16(float f) {
 
 void dequantize_row(DType dtype, const void* src, float* dst, int64_t n) {
   (void)row_bytes(dtype, n);  // throws when n is not a multiple of the block size
-  switch (dtype) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case DType::F16: {
-      const auto* p = static_cast<const uint8_t*>(src);
-      int64_t i = 0;
-#if defined(__F16C__)
-      for (; i + 8 <= n; i += 8) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-      }
-#endif
-      for (; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        dst[i] = fp16_to_fp32(h);
-      }
-      return;
-    }
-    case DType::BF16: {
-      const auto* p = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t b;
-        std::memcpy(&b, p + 2 * i, 2);
-        dst[i] = bf16_to_fp32(b);
-      }
-      return;
-    }
-    case DType::Q8_0: dequantize_row_q8_0(src, dst, n); return;
-    case DType::Q4_0: dequantize_row_q4_0(src, dst, n); return;
-    case DType::Q4_K: dequantize_row_q4_k(src, dst, n); return;
-    case DType::Q5_K: dequantize_row_q5_k(src, dst, n); return;
-    case DType::Q6_K: dequantize_row_q6_k(src, dst, n); return;
-    default:
-      throw Error("dequantize_row: type " + std::string(dtype_name(dtype)) + " is not supported yet");
+  if (!active_dequantize_kernels().row(dtype, src, dst, n)) {
+    throw Error("dequantize_row: type " + std::string(dtype_name(dtype)) + " is not supported yet");
   }
 }
 

@@ -54,8 +54,8 @@ inline float bf16_to_fp32(uint16_t b) {
 }
 uint16_t fp32_to_bf16(float f);
 
-/// Converts `n` elements of a row stored as `dtype` to f32 (scalar reference decode; block layouts
-/// and formulas in quant/blocks.h). Supports F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Throws
+/// Converts `n` elements of a row stored as `dtype` to f32 (block layouts and formulas in
+/// formats/blocks.h), with the path of active_cpu_isa() (formats/dequantize_kernels.h). Supports F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Throws
 /// qs::Error for other types or when n is not a multiple of the block size. The inverse,
 /// quantize_row, is in quant/quantize.h.
 void dequantize_row(DType dtype, const void* src, float* dst, int64_t n);

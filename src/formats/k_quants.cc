@@ -71,20 +71,6 @@ void quantize_superblock_min_scale(const float* x, int levels, uint16_t* d_out, 
   pack_scale_min_k4(sc, m, scales);
 }
 
-// Decodes one Q4_K / Q5_K super-block given its per-element levels q[256].
-void decode_min_scale(uint16_t d_bits, uint16_t dmin_bits, const uint8_t scales[kScaleBytesK],
-                      const uint8_t q[kBlockK], float* y) {
-  const float d = fp16_to_fp32(d_bits);
-  const float dmin = fp16_to_fp32(dmin_bits);
-  for (int j = 0; j < kSubBlocks; ++j) {
-    uint8_t sc, m;
-    unpack_scale_min_k4(j, scales, &sc, &m);
-    const float step = d * sc;
-    const float shift = dmin * m;
-    for (int i = 0; i < kSubBlock; ++i) y[j * kSubBlock + i] = step * q[j * kSubBlock + i] - shift;
-  }
-}
-
 }  // namespace
 
 void quantize_row_q4_k(const float* src, void* dst, int64_t n) {
@@ -99,22 +85,6 @@ void quantize_row_q4_k(const float* src, void* dst, int64_t n) {
       }
     }
     std::memcpy(out + b * sizeof block, &block, sizeof block);
-  }
-}
-
-void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
-  const auto* in = static_cast<const uint8_t*>(src);
-  for (int64_t b = 0; b < n / kBlockK; ++b) {
-    BlockQ4_K block;
-    std::memcpy(&block, in + b * sizeof block, sizeof block);
-    uint8_t q[kBlockK];
-    for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 32; ++l) {
-        q[64 * c + l] = block.qs[32 * c + l] & 0x0F;
-        q[64 * c + 32 + l] = block.qs[32 * c + l] >> 4;
-      }
-    }
-    decode_min_scale(block.d, block.dmin, block.scales, q, dst + b * kBlockK);
   }
 }
 
@@ -133,24 +103,6 @@ void quantize_row_q5_k(const float* src, void* dst, int64_t n) {
       }
     }
     std::memcpy(out + b * sizeof block, &block, sizeof block);
-  }
-}
-
-void dequantize_row_q5_k(const void* src, float* dst, int64_t n) {
-  const auto* in = static_cast<const uint8_t*>(src);
-  for (int64_t b = 0; b < n / kBlockK; ++b) {
-    BlockQ5_K block;
-    std::memcpy(&block, in + b * sizeof block, sizeof block);
-    uint8_t q[kBlockK];
-    for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 32; ++l) {
-        q[64 * c + l] = static_cast<uint8_t>((block.qs[32 * c + l] & 0x0F) |
-                                             (((block.qh[l] >> (2 * c)) & 1) << 4));
-        q[64 * c + 32 + l] = static_cast<uint8_t>((block.qs[32 * c + l] >> 4) |
-                                                  (((block.qh[l] >> (2 * c + 1)) & 1) << 4));
-      }
-    }
-    decode_min_scale(block.d, block.dmin, block.scales, q, dst + b * kBlockK);
   }
 }
 
@@ -194,32 +146,6 @@ void quantize_row_q6_k(const float* src, void* dst, int64_t n) {
       }
     }
     std::memcpy(out + b * sizeof block, &block, sizeof block);
-  }
-}
-
-void dequantize_row_q6_k(const void* src, float* dst, int64_t n) {
-  const auto* in = static_cast<const uint8_t*>(src);
-  for (int64_t b = 0; b < n / kBlockK; ++b) {
-    BlockQ6_K block;
-    std::memcpy(&block, in + b * sizeof block, sizeof block);
-    const float d = fp16_to_fp32(block.d);
-    float* y = dst + b * kBlockK;
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = block.ql + 64 * h;
-      const uint8_t* qh = block.qh + 32 * h;
-      const int8_t* sc = block.scales + 8 * h;
-      for (int l = 0; l < 32; ++l) {
-        const int q0 = ((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) - 32;
-        const int q1 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        const int s = l / 16;
-        y[128 * h + l] = d * static_cast<float>(sc[s] * q0);
-        y[128 * h + 32 + l] = d * static_cast<float>(sc[s + 2] * q1);
-        y[128 * h + 64 + l] = d * static_cast<float>(sc[s + 4] * q2);
-        y[128 * h + 96 + l] = d * static_cast<float>(sc[s + 6] * q3);
-      }
-    }
   }
 }
 

@@ -32,16 +32,6 @@ void quantize_row_q8_0(const float* src, void* dst, int64_t n) {
   }
 }
 
-void dequantize_row_q8_0(const void* src, float* dst, int64_t n) {
-  const auto* in = static_cast<const uint8_t*>(src);
-  for (int64_t b = 0; b < n / kBlockQ8_0; ++b) {
-    BlockQ8_0 block;
-    std::memcpy(&block, in + b * sizeof(BlockQ8_0), sizeof block);
-    const float d = fp16_to_fp32(block.d);
-    for (int i = 0; i < kBlockQ8_0; ++i) dst[b * kBlockQ8_0 + i] = d * static_cast<float>(block.qs[i]);
-  }
-}
-
 // The element of largest magnitude maps to -8 (the one level without a mirror), so the block's
 // range is [-8|d|, 7|d|] oriented towards that element.
 void quantize_row_q4_0(const float* src, void* dst, int64_t n) {
@@ -65,20 +55,6 @@ void quantize_row_q4_0(const float* src, void* dst, int64_t n) {
     }
     for (int i = 0; i < 16; ++i) block.qs[i] = static_cast<uint8_t>(q[i] | (q[i + 16] << 4));
     std::memcpy(out + b * sizeof(BlockQ4_0), &block, sizeof block);
-  }
-}
-
-void dequantize_row_q4_0(const void* src, float* dst, int64_t n) {
-  const auto* in = static_cast<const uint8_t*>(src);
-  for (int64_t b = 0; b < n / kBlockQ8_0; ++b) {
-    BlockQ4_0 block;
-    std::memcpy(&block, in + b * sizeof(BlockQ4_0), sizeof block);
-    const float d = fp16_to_fp32(block.d);
-    float* y = dst + b * kBlockQ8_0;
-    for (int i = 0; i < 16; ++i) {
-      y[i] = d * static_cast<float>((block.qs[i] & 0x0F) - 8);
-      y[i + 16] = d * static_cast<float>((block.qs[i] >> 4) - 8);
-    }
   }
 }
 

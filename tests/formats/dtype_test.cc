@@ -1,7 +1,7 @@
 // Element types: binary16 / bfloat16 conversions, row layout and row dequantization.
 //
-// References are independent of src/core/dtype.cc: the F16C instructions (_cvtsh_ss, _cvtss_sh) for
-// IEEE binary16, float64 decoders written here from the format definitions, and the GGUF spec for
+// References are independent of src/formats/dtype.cc: the F16C instructions (_cvtsh_ss, _cvtss_sh)
+// for IEEE binary16 (compiled for F16C per function; tests that need them skip on CPUs without), float64 decoders written here from the format definitions, and the GGUF spec for
 // ggml type ids and block sizes.
 #include <gtest/gtest.h>
 #include <immintrin.h>
@@ -15,10 +15,6 @@
 
 #include "formats/dtype.h"
 #include "core/error.h"
-
-#if !defined(__F16C__)
-#error "dtype_test needs F16C (the project builds with -march=native)"
-#endif
 
 namespace qs {
 namespace {
@@ -37,11 +33,17 @@ float float_of(uint32_t u) {
 
 bool half_is_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) != 0; }
 
-uint16_t hw_fp32_to_fp16(float f) {
+// The hardware references; call only when cpu_has_f16c().
+bool cpu_has_f16c() { return __builtin_cpu_supports("f16c"); }
+
+__attribute__((target("f16c"))) uint16_t hw_fp32_to_fp16(float f) {
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
 
-float hw_fp16_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) float hw_fp16_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
+
+#define QS_SKIP_WITHOUT_F16C() \
+  if (!cpu_has_f16c()) GTEST_SKIP() << "the CPU lacks F16C, the reference of this test"
 
 // binary16 value from its fields (IEEE 754: bias 15, 10 fraction bits), in double.
 double decode_half(uint16_t h) {
@@ -106,6 +108,7 @@ uint16_t reference_fp32_to_bf16(float f) {
 // binary16 -> binary32
 
 TEST(DtypeFp16, ToFp32MatchesF16CForAllBitPatterns) {
+  QS_SKIP_WITHOUT_F16C();
   for (uint32_t i = 0; i < 65536; ++i) {
     const uint16_t h = static_cast<uint16_t>(i);
     const float expected = hw_fp16_to_fp32(h);
@@ -149,6 +152,7 @@ void expect_fp32_to_fp16_matches_hw(float x) {
 }
 
 TEST(DtypeFp16, FromFp32MatchesF16COnRandomBitPatterns) {
+  QS_SKIP_WITHOUT_F16C();
   // Uniform over all 2^32 patterns: every exponent (incl. inf/NaN/subnormal f32) equally likely.
   std::mt19937 rng(1234);
   for (int i = 0; i < 500000; ++i) {
@@ -158,6 +162,7 @@ TEST(DtypeFp16, FromFp32MatchesF16COnRandomBitPatterns) {
 }
 
 TEST(DtypeFp16, FromFp32MatchesF16COnRandomFloatsInHalfRange) {
+  QS_SKIP_WITHOUT_F16C();
   // Exponents concentrated where binary16 is finite, subnormal or just underflows/overflows.
   std::mt19937 rng(99);
   std::uniform_int_distribution<int> exponent(-27, 17);
@@ -171,6 +176,7 @@ TEST(DtypeFp16, FromFp32MatchesF16COnRandomFloatsInHalfRange) {
 }
 
 TEST(DtypeFp16, FromFp32MatchesF16CAtEveryHalfwayPoint) {
+  QS_SKIP_WITHOUT_F16C();
   // For each pair of consecutive finite binary16 values (and from 65504 to the overflow
   // threshold), the exact midpoint and its f32 neighbours: every rounding decision boundary.
   for (uint32_t h = 0; h < 0x7c00u; ++h) {
@@ -230,7 +236,9 @@ TEST(DtypeFp16, FromFp32EdgeCasesBySpec) {
   };
   for (const Case& c : cases) {
     EXPECT_EQ(fp32_to_fp16(c.x), c.expected) << "x=" << c.x << " bits 0x" << std::hex << bits_of(c.x);
-    EXPECT_EQ(hw_fp32_to_fp16(c.x), c.expected) << "(hardware) x=" << c.x;
+    if (cpu_has_f16c()) {
+      EXPECT_EQ(hw_fp32_to_fp16(c.x), c.expected) << "(hardware) x=" << c.x;
+    }
   }
   for (uint32_t nan_bits : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fffffffu, 0xff800001u,
                             0x7f802000u, 0x7fa00000u}) {
@@ -462,6 +470,7 @@ TEST(DtypeDequantize, Bf16MatchesDefinition) {
 }
 
 TEST(DtypeDequantize, Q8_0MatchesSpecDecode) {
+  QS_SKIP_WITHOUT_F16C();
   // GGUF/ggml block_q8_0: little-endian f16 scale d, then 32 int8 quants; x = d * q.
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);

@@ -38,7 +38,8 @@ constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_
 
 std::vector<const DotKernels*> available_kernels() {
   std::vector<const DotKernels*> out;
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (int level = 0; level < kCpuIsaLevels; ++level) {
+    const auto isa = static_cast<CpuIsa>(level);
     if (const DotKernels* k = kernels::dot_kernels_for(isa)) out.push_back(k);
   }
   return out;
@@ -151,6 +152,8 @@ TEST(KernelDispatch, ParsesAndSelectsIsaLevels) {
   EXPECT_EQ(kernels::parse_cpu_isa("scalar"), CpuIsa::kScalar);
   EXPECT_EQ(kernels::parse_cpu_isa("avx2"), CpuIsa::kAvx2);
   EXPECT_EQ(kernels::parse_cpu_isa("avx512"), CpuIsa::kAvx512);
+  EXPECT_EQ(kernels::parse_cpu_isa("avx512_vnni"), CpuIsa::kAvx512Vnni);
+  EXPECT_EQ(kernels::parse_cpu_isa("avx512_bf16"), CpuIsa::kAvx512Bf16);
   EXPECT_FALSE(kernels::parse_cpu_isa("AVX2").has_value());
   EXPECT_EQ(kernels::select_cpu_isa("", CpuIsa::kAvx2), CpuIsa::kAvx2);
   EXPECT_EQ(kernels::select_cpu_isa("scalar", CpuIsa::kAvx2), CpuIsa::kScalar);
@@ -159,19 +162,38 @@ TEST(KernelDispatch, ParsesAndSelectsIsaLevels) {
   EXPECT_EQ(kernels::select_cpu_isa("bogus", CpuIsa::kAvx2), CpuIsa::kAvx2);
 }
 
+TEST(KernelDispatch, PicksHighestFilledSlotAtOrBelowLevel) {
+  const int scalar = 0, avx2 = 1;
+  kernels::IsaSlots<int> slots;
+  slots.by_level[0] = &scalar;
+  EXPECT_EQ(kernels::pick_isa_slot(slots, CpuIsa::kAvx512Bf16), &scalar);
+  slots.by_level[1] = &avx2;
+  EXPECT_EQ(kernels::pick_isa_slot(slots, CpuIsa::kScalar), &scalar);
+  EXPECT_EQ(kernels::pick_isa_slot(slots, CpuIsa::kAvx2), &avx2);
+  EXPECT_EQ(kernels::pick_isa_slot(slots, CpuIsa::kAvx512Vnni), &avx2);  // empty AVX-512 slots
+}
+
 TEST(KernelDispatch, ActiveLevelFollowsCpuAndEnvironment) {
   const char* env = std::getenv("QS_CPU_ISA");
   const CpuIsa expected = kernels::select_cpu_isa(env ? env : "", kernels::detected_cpu_isa());
   EXPECT_EQ(kernels::active_cpu_isa(), expected);
-  EXPECT_EQ(kernels::active_dot_kernels().isa, expected);
   ASSERT_NE(kernels::dot_kernels_for(CpuIsa::kScalar), nullptr);
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  // This binary was built for a CPU with AVX2 (-march=native), so the AVX2 path must be live.
-  EXPECT_EQ(kernels::detected_cpu_isa(), CpuIsa::kAvx2);
-  ASSERT_NE(kernels::dot_kernels_for(CpuIsa::kAvx2), nullptr);
-  EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAvx2)->isa, CpuIsa::kAvx2);
+#if defined(__x86_64__)
+  // The portable x86-64 build always carries the AVX2 path; it is live exactly when the CPU has it.
+  EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAvx2) != nullptr, kernels::cpu_has_isa(CpuIsa::kAvx2));
+  if (kernels::cpu_has_isa(CpuIsa::kAvx2)) {
+    EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAvx2)->isa, CpuIsa::kAvx2);
+  }
 #endif
-  EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAvx512), nullptr);  // no AVX-512 path yet
+  // The active table: the highest filled level at or below the active one (AVX-512: no path yet).
+  const CpuIsa want = static_cast<int>(expected) >= static_cast<int>(CpuIsa::kAvx2) &&
+                              kernels::dot_kernels_for(CpuIsa::kAvx2) != nullptr
+                          ? CpuIsa::kAvx2
+                          : CpuIsa::kScalar;
+  EXPECT_EQ(kernels::active_dot_kernels().isa, want);
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16}) {
+    EXPECT_EQ(kernels::dot_kernels_for(isa), nullptr) << kernels::cpu_isa_name(isa);
+  }
 }
 
 TEST(KernelRowDot, EveryTypeAndIsaMatchesFloat64OfDecodedOperands) {

@@ -4,7 +4,6 @@
 // Tolerances are error bounds derived from the data (u = 2^-24, the binary32 unit roundoff):
 // a length-n f32 dot product is within n * 2u * sum|a_i b_i| of the exact value, and so on.
 #include <gtest/gtest.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,10 +24,6 @@
 #include "model/model_config.h"
 #include "formats/quantize.h"
 
-#if !defined(__F16C__)
-#error "kernels_test needs F16C (the project builds with -march=native)"
-#endif
-
 namespace qs {
 namespace {
 
@@ -46,8 +41,19 @@ float float_of(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-uint16_t to_half(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
-float from_half(uint16_t h) { return _cvtsh_ss(h); }
+// binary16 conversions of the compiler's _Float16 (libgcc's soft-float routines, independent of
+// formats/dtype.cc).
+uint16_t to_half(float f) {
+  const _Float16 h = static_cast<_Float16>(f);
+  uint16_t bits;
+  std::memcpy(&bits, &h, sizeof bits);
+  return bits;
+}
+float from_half(uint16_t bits) {
+  _Float16 h;
+  std::memcpy(&h, &bits, sizeof h);
+  return static_cast<float>(h);
+}
 
 std::vector<float> random_floats(size_t n, std::mt19937& rng, float std_dev = 1.0f) {
   std::normal_distribution<float> dist(0.0f, std_dev);

@@ -1,5 +1,7 @@
-// AVX2 + FMA + F16C dot kernels. Compiled for that target with a pragma so the rest of the binary
-// can stay baseline x86-64; only reached after detected_cpu_isa() confirmed the CPU has it.
+// AVX2 + FMA + F16C dot kernels. CMake compiles *_avx2.cc files with -mavx2 -mfma -mf16c (the rest
+// of the binary stays baseline x86-64); only reached through dot_kernels_for() after
+// detected_cpu_isa() confirmed the CPU has them. Without those flags (non-x86 builds) the table is
+// empty.
 //
 // Integer dots use the ggml trick for signed int8 x int8 on AVX2: _mm256_maddubs_epi16 takes an
 // unsigned and a signed operand, so w * a = |w| * (a * sign(w)); pairs stay below 2 * 128 * 127
@@ -15,10 +17,8 @@
 #include "backend/cpu/kernels/dot_kernels.h"
 #include "formats/quantize.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define QS_HAVE_AVX2_PATH 1
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
 
 namespace qs::kernels {
@@ -787,7 +787,6 @@ const DotKernels* avx2_dot_kernels() {
 
 }  // namespace qs::kernels
 
-#pragma GCC pop_options
 #else
 namespace qs::kernels {
 const DotKernels* avx2_dot_kernels() { return nullptr; }

@@ -48,17 +48,17 @@ const DotKernels* dot_kernels_for(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kScalar: return &scalar_dot_kernels();
     case CpuIsa::kAvx2: return avx2_dot_kernels();
-    case CpuIsa::kAvx512: return nullptr;
+    default: return nullptr;  // AVX-512 slots: no path yet
   }
-  return nullptr;
 }
 
 const DotKernels& active_dot_kernels() {
   static const DotKernels* const table = [] {
-    for (int level = static_cast<int>(active_cpu_isa()); level > 0; --level) {
-      if (const DotKernels* k = dot_kernels_for(static_cast<CpuIsa>(level))) return k;
+    IsaSlots<DotKernels> slots;
+    for (int level = 0; level < kCpuIsaLevels; ++level) {
+      slots.by_level[level] = dot_kernels_for(static_cast<CpuIsa>(level));
     }
-    return &scalar_dot_kernels();
+    return pick_isa_slot(slots, active_cpu_isa());
   }();
   return *table;
 }

@@ -28,9 +28,7 @@
 
 #include "backend/cpu/kernels/dot_kernels.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
 namespace qs::kernels {
@@ -507,7 +505,6 @@ GroupGemm avx2_q6_k_group_gemm() {
 
 }  // namespace qs::kernels
 
-#pragma GCC pop_options
 #else
 namespace qs::kernels {
 GroupGemm avx2_q4_k_group_gemm() { return {}; }

@@ -4,6 +4,10 @@
 // index order, then a fixed pairwise lane reduction, then the scalar tail), so a row's result is
 // bit-identical whether it is computed alone or in a group of four. This is what makes logits
 // batch-invariant.
+//
+// The AVX2 bodies are compiled only where the including file is built with AVX2 + FMA (the
+// *_avx2.cc files); elsewhere the scalar loop. Both live in an ISA-named inline namespace
+// (isa_namespace.h) so the two compilations never merge at link time.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +16,10 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/kernels/isa_namespace.h"
+
 namespace qs::kernels {
+inline namespace QS_ISA_NAMESPACE {
 
 #if defined(__AVX2__) && defined(__FMA__)
 inline float hsum8(__m256 v) {
@@ -64,4 +71,5 @@ inline void dot4_f32(const float* x, const float* const rows[4], int64_t n, floa
   }
 }
 
+}  // namespace QS_ISA_NAMESPACE
 }  // namespace qs::kernels

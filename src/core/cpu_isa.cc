@@ -1,0 +1,64 @@
+#include "core/cpu_isa.h"
+
+#include <cstdlib>
+
+namespace qs {
+
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Vnni: return "avx512_vnni";
+    case CpuIsa::kAvx512Bf16: return "avx512_bf16";
+  }
+  return "unknown";
+}
+
+std::optional<CpuIsa> parse_cpu_isa(std::string_view text) {
+  for (int level = 0; level < kCpuIsaLevels; ++level) {
+    const auto isa = static_cast<CpuIsa>(level);
+    if (text == cpu_isa_name(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
+CpuIsa detected_cpu_isa() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))) {
+    return CpuIsa::kScalar;
+  }
+  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))) {
+    return CpuIsa::kAvx2;
+  }
+  if (!__builtin_cpu_supports("avx512vnni")) return CpuIsa::kAvx512;
+  if (!__builtin_cpu_supports("avx512bf16")) return CpuIsa::kAvx512Vnni;
+  return CpuIsa::kAvx512Bf16;
+#else
+  return CpuIsa::kScalar;
+#endif
+}
+
+bool cpu_has_isa(CpuIsa isa) {
+  static const CpuIsa detected = detected_cpu_isa();
+  return static_cast<int>(isa) <= static_cast<int>(detected);
+}
+
+CpuIsa select_cpu_isa(std::string_view override_text, CpuIsa detected) {
+  const std::optional<CpuIsa> wanted = parse_cpu_isa(override_text);
+  if (!wanted || static_cast<int>(*wanted) > static_cast<int>(detected)) return detected;
+  return *wanted;
+}
+
+CpuIsa active_cpu_isa() {
+  static const CpuIsa isa = [] {
+    const char* env = std::getenv("QS_CPU_ISA");
+    return select_cpu_isa(env != nullptr ? env : "", detected_cpu_isa());
+  }();
+  return isa;
+}
+
+}  // namespace qs

@@ -1,0 +1,204 @@
+// Every dispatched element-wise and conversion kernel on every ISA level this CPU runs
+// (tables from *_kernels_for), against float64 references over a sweep of lengths and
+// misalignments; plus the per-family path report. Levels the CPU lacks are skipped with a message.
+// (Matmul's tables are covered the same way in kernels_quant_test.cc.)
+//
+// Tolerances are derived from the data with u = 2^-24, the binary32 unit roundoff.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernels/cpu_isa.h"
+#include "backend/cpu/kernels/dot_kernels.h"
+#include "backend/cpu/kernels/kernel_paths.h"
+#include "backend/cpu/kernels/norm_rope.h"
+#include "formats/dequantize_kernels.h"
+#include "formats/dtype.h"
+#include "formats/quantize.h"
+
+namespace qs {
+namespace {
+
+using kernels::CpuIsa;
+
+constexpr double kU = 0x1p-24;
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng, float std_dev = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, std_dev);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// The levels above scalar that a test should cover, with a note for each one the CPU lacks.
+template <typename T>
+std::vector<const T*> tables(const T* (*table_for)(CpuIsa)) {
+  std::vector<const T*> out;
+  for (int level = 0; level < kCpuIsaLevels; ++level) {
+    const auto isa = static_cast<CpuIsa>(level);
+    if (const T* t = table_for(isa)) {
+      out.push_back(t);
+    } else if (isa == CpuIsa::kAvx2 && !kernels::cpu_has_isa(isa)) {
+      std::printf("[  NOTE    ] avx2 not tested: the CPU lacks AVX2/FMA/F16C\n");
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> lengths() {
+  std::vector<int64_t> n;
+  for (int64_t i = 1; i <= 40; ++i) n.push_back(i);
+  for (int64_t i : {63, 64, 65, 127, 128, 129, 1000, 2560, 4099}) n.push_back(i);
+  return n;
+}
+
+TEST(KernelIsaLevels, AvxTwoPathIsPresentWhenTheCpuHasIt) {
+  if (!kernels::cpu_has_isa(CpuIsa::kAvx2)) GTEST_SKIP() << "the CPU lacks AVX2/FMA/F16C";
+#if defined(__x86_64__)
+  EXPECT_NE(kernels::elementwise_kernels_for(CpuIsa::kAvx2), nullptr);
+  EXPECT_NE(dequantize_kernels_for(CpuIsa::kAvx2), nullptr);
+#endif
+}
+
+TEST(KernelIsaPaths, NamesTheActiveTableOfEveryFamily) {
+  const std::string paths = kernels::cpu_kernel_paths();
+  const auto name = [](CpuIsa isa) { return std::string(kernels::cpu_isa_name(isa)); };
+  EXPECT_NE(paths.find("cpu=" + name(kernels::detected_cpu_isa())), std::string::npos) << paths;
+  EXPECT_NE(paths.find("matmul=" + name(kernels::active_dot_kernels().isa)), std::string::npos) << paths;
+  EXPECT_NE(paths.find("norm=" + name(kernels::active_elementwise_kernels().isa)), std::string::npos);
+  EXPECT_NE(paths.find("convert=" + name(active_dequantize_kernels().isa)), std::string::npos);
+  const std::string families = paths.substr(paths.find(' '));  // after "cpu=<detected>"
+  const char* env = std::getenv("QS_CPU_ISA");
+  if (env != nullptr && std::string(env) == "scalar") {
+    EXPECT_EQ(families.find("=avx"), std::string::npos) << "QS_CPU_ISA=scalar must force every family: " << paths;
+  }
+  if (env != nullptr && std::string(env) == "avx2" && kernels::cpu_has_isa(CpuIsa::kAvx2)) {
+    EXPECT_EQ(families.find("=scalar"), std::string::npos) << paths;
+  }
+}
+
+TEST(KernelIsaElementwise, RmsNormEveryLevelMatchesFloat64) {
+  std::mt19937 rng(72);
+  const std::vector<float> xs = random_floats(4099 + 8, rng, 3.0f);
+  const std::vector<float> ws = random_floats(4099 + 8, rng);
+  for (const auto* k : tables(kernels::elementwise_kernels_for)) {
+    for (int64_t n : lengths()) {
+      const int off = static_cast<int>(n % 8);
+      const float* x = xs.data() + off;
+      const float* wt = ws.data() + (off + 3) % 8;
+      double sum_sq = 0.0;
+      for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+      const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + 1e-6);
+      std::vector<float> out(static_cast<size_t>(n) + 1);
+      k->rms_norm(x, wt, n, 1e-6, out.data() + 1);  // misaligned output too
+      for (int64_t i = 0; i < n; ++i) {
+        const double expected = static_cast<double>(x[i]) * inv_rms * wt[i];
+        ASSERT_LE(std::fabs(out[i + 1] - expected), 4.0 * kU * std::fabs(expected) + 1e-30)
+            << kernels::cpu_isa_name(k->isa) << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(KernelIsaElementwise, RopeEveryLevelMatchesRotationOfItsOwnCosSin) {
+  std::mt19937 rng(73);
+  for (const auto* k : tables(kernels::elementwise_kernels_for)) {
+    for (int64_t d : {2, 4, 6, 16, 34, 64, 128, 256}) {
+      const int64_t n_heads = 3, half = d / 2;
+      std::vector<float> cos_sin(static_cast<size_t>(d));
+      kernels::rope_cos_sin(12345, d, 1e6, cos_sin.data());
+      for (int off = 0; off < 8; off += 3) {
+        std::vector<float> buf = random_floats(static_cast<size_t>(n_heads * d + off), rng, 2.0f);
+        const std::vector<float> x(buf.begin() + off, buf.end());
+        k->rope_neox(buf.data() + off, n_heads, d, cos_sin.data());
+        for (int64_t h = 0; h < n_heads; ++h) {
+          for (int64_t i = 0; i < half; ++i) {
+            const double a = x[h * d + i], b = x[h * d + i + half];
+            const double c = cos_sin[i], s = cos_sin[half + i];
+            // Two products and one sum in f32 (FMA or not): within 2u (|a c| + |b s|).
+            const double tol = 2.0 * kU * (std::fabs(a * c) + std::fabs(b * s)) + 1e-38;
+            const double tol2 = 2.0 * kU * (std::fabs(b * c) + std::fabs(a * s)) + 1e-38;
+            ASSERT_LE(std::fabs(buf[off + h * d + i] - (a * c - b * s)), tol)
+                << kernels::cpu_isa_name(k->isa) << " d=" << d << " i=" << i;
+            ASSERT_LE(std::fabs(buf[off + h * d + i + half] - (b * c + a * s)), tol2)
+                << kernels::cpu_isa_name(k->isa) << " d=" << d << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelIsaElementwise, SiluMulEveryLevelMatchesFloat64) {
+  std::mt19937 rng(74);
+  std::vector<float> gate = random_floats(4099 + 8, rng, 6.0f);
+  for (float g : {0.0f, -0.0f, 1e-30f, 88.0f, -88.0f, 1000.0f, -1000.0f}) gate.push_back(g);
+  const std::vector<float> up = random_floats(gate.size(), rng);
+  for (const auto* k : tables(kernels::elementwise_kernels_for)) {
+    for (int64_t n : lengths()) {
+      for (int off : {0, 5}) {
+        if (off + n > static_cast<int64_t>(gate.size())) continue;
+        std::vector<float> out(gate.begin() + off, gate.begin() + off + n);
+        k->silu_mul(out.data(), up.data() + off, n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double g = gate[off + i];
+          const double expected = g / (1.0 + std::exp(-g)) * up[off + i];
+          ASSERT_LE(std::fabs(out[i] - expected), 8.0 * kU * std::fabs(expected) + 1e-37)
+              << kernels::cpu_isa_name(k->isa) << " g=" << g;
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelIsaConvert, EveryLevelDecodesLikeScalarWithinOneFmaRounding) {
+  std::mt19937 rng(75);
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                         DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const DequantizeKernels& scalar = scalar_dequantize_kernels();
+  for (const DequantizeKernels* k : tables(dequantize_kernels_for)) {
+    for (DType dtype : types) {
+      const int64_t block = static_cast<int64_t>(dtype_info(dtype).block_size);
+      for (int64_t n : {block, 2 * block, 8 * block, int64_t{3 * 256} + (block == 1 ? 13 : 0)}) {
+        const std::vector<float> x = random_floats(static_cast<size_t>(n), rng, 4.0f);
+        std::vector<uint8_t> row(row_bytes(dtype, n) + 3);
+        uint8_t* src = row.data() + 3;  // misaligned source
+        quantize_row(dtype, x.data(), src, n);
+        std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n) + 1);
+        ASSERT_TRUE(scalar.row(dtype, src, want.data(), n));
+        ASSERT_TRUE(k->row(dtype, src, got.data() + 1, n));
+        double max_abs = 0.0;
+        for (float v : want) max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
+        // Only Q4_K / Q5_K round differently: y = step * q - shift in one FMA or two roundings,
+        // with |step * q| <= 2 max|y| (shift = -min y): |difference| <= 4u max|y|.
+        const bool fused = dtype == DType::Q4_K || dtype == DType::Q5_K;
+        for (int64_t i = 0; i < n; ++i) {
+          if (fused) {
+            ASSERT_LE(std::fabs(got[i + 1] - want[i]), 4.0 * kU * max_abs)
+                << kernels::cpu_isa_name(k->isa) << " " << dtype_name(dtype) << " i=" << i;
+          } else {
+            ASSERT_EQ(bits_of(got[i + 1]), bits_of(want[i]))
+                << kernels::cpu_isa_name(k->isa) << " " << dtype_name(dtype) << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qs
