@@ -31,6 +31,27 @@ const std::set<std::string> kArrayKeys = {"items", "prefixItems", "additionalIte
 const std::set<std::string> kStringKeys = {"minLength", "maxLength", "pattern"};
 const std::set<std::string> kNumberKeys = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 
+/// True when `v` is an instance of one of the schema's "type" entries (or there is no "type").
+bool type_allows(const ojson& s, const ojson& v) {
+  if (!s.contains("type")) return true;
+  std::vector<std::string> types;
+  if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
+  if (s["type"].is_array()) {
+    for (const auto& t : s["type"]) {
+      if (t.is_string()) types.push_back(t.get<std::string>());
+    }
+  }
+  for (const auto& t : types) {
+    if ((t == "null" && v.is_null()) || (t == "boolean" && v.is_boolean()) ||
+        (t == "number" && v.is_number()) || (t == "string" && v.is_string()) ||
+        (t == "array" && v.is_array()) || (t == "object" && v.is_object()) ||
+        (t == "integer" && v.is_number() && std::floor(v.get<double>()) == v.get<double>())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 class SchemaCompiler {
  public:
   SchemaCompiler(GrammarBuilder& b, const ojson& doc, const CompileLimits& limits)
@@ -195,12 +216,18 @@ Symbol SchemaCompiler::value_uncached(const ojson& s, const std::string& path, i
     }
     return b_.alt(std::move(alts), key);
   }
-  if (s.contains("const")) return literal_json(s["const"]);
+  if (s.contains("const")) {
+    if (!type_allows(s, s["const"])) fail(path, "'const' value does not have the schema's 'type'");
+    return literal_json(s["const"]);
+  }
   if (s.contains("enum")) {
     const ojson& list = s["enum"];
     if (!list.is_array() || list.empty()) fail(path, "'enum' must be a non-empty array");
     std::vector<Sequence> alts;
-    for (const auto& v : list) alts.push_back(GrammarBuilder::literal(v.dump()));
+    for (const auto& v : list) {
+      if (type_allows(s, v)) alts.push_back(GrammarBuilder::literal(v.dump()));
+    }
+    if (alts.empty()) fail(path, "no 'enum' value has the schema's 'type'");
     return b_.alt(std::move(alts), "enum");
   }
   std::vector<std::string> types;
@@ -419,8 +446,10 @@ Symbol SchemaCompiler::object(const ojson& s, const std::string& path, int depth
   std::vector<std::string> names;
   if (has_props) {
     for (const auto& [k, v] : s["properties"].items()) {
-      props.push_back({k, value(v, path + "/properties/" + k, depth + 1), required.count(k) != 0});
       names.push_back(k);
+      // An optional property whose schema is false can only be absent.
+      if (v.is_boolean() && !v.get<bool>() && !required.count(k)) continue;
+      props.push_back({k, value(v, path + "/properties/" + k, depth + 1), required.count(k) != 0});
     }
   }
   for (const auto& r : required) {

@@ -97,10 +97,11 @@ std::vector<PositionTokens> build_token_mask_cache(const Grammar& grammar,
         continue;
       }
       depth_state[node.depth] = st;
-      if (node.token_end > node.token_begin) {
+      if (node.has_tokens) {
         const uint8_t v = table.verdict(st);
         auto& dst = v == 2 ? accepted : pt.uncertain;
-        for (int32_t k = node.token_begin; k < node.token_end; ++k) dst.push_back(tokens[k]);
+        const auto [begin, end] = vocab.token_range(i);
+        for (int32_t k = begin; k < end; ++k) dst.push_back(tokens[k]);
       }
       ++i;
     }

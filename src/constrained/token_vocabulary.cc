@@ -42,7 +42,7 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
   std::vector<int32_t> ids;
   grammar_token_.assign(bytes_.size(), 0);
   for (int32_t id = 0; id < size(); ++id) {
-    if (!excluded[id] && !bytes_[id].empty()) {
+    if (!excluded[id] && !bytes_[id].empty() && bytes_[id].size() <= kMaxTokenBytes) {
       ids.push_back(id);
       grammar_token_[id] = 1;
     }
@@ -64,12 +64,14 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
     }
     for (size_t d = common; d < s.size(); ++d) {
       path.push_back(static_cast<int32_t>(trie_.size()));
-      const int32_t at = static_cast<int32_t>(trie_tokens_.size());
-      trie_.push_back({static_cast<uint8_t>(s[d]), static_cast<int32_t>(d + 1), -1, at, at});
+      trie_.push_back({static_cast<uint8_t>(s[d]), static_cast<uint8_t>(d + 1), 0, 0, -1});
+      token_begin_.push_back(0);
+      token_end_.push_back(0);
     }
-    TrieNode& last = trie_[path.back()];
-    if (last.token_begin == last.token_end) last.token_begin = static_cast<int32_t>(trie_tokens_.size());
-    last.token_end = static_cast<int32_t>(trie_tokens_.size()) + 1;
+    const size_t last = static_cast<size_t>(path.back());
+    if (!trie_[last].has_tokens) token_begin_[last] = static_cast<int32_t>(trie_tokens_.size());
+    trie_[last].has_tokens = 1;
+    token_end_[last] = static_cast<int32_t>(trie_tokens_.size()) + 1;
     trie_tokens_.push_back(id);
     max_depth_ = std::max(max_depth_, static_cast<int32_t>(s.size()));
     prev = &s;

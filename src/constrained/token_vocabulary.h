@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace qs {
@@ -15,16 +16,18 @@ namespace qs::constrained {
 
 class TokenVocabulary {
  public:
-  /// One trie node in depth-first preorder. The root (empty prefix) is implicit; nodes of depth 1
-  /// are its children. `skip` is the index just past the node's subtree; tokens whose bytes end
-  /// at the node are trie_tokens()[token_begin, token_end).
+  /// One trie node in depth-first preorder, 8 bytes (the mask-cache build streams the whole
+  /// trie once per grammar position). The root (empty prefix) is implicit; nodes of depth 1 are
+  /// its children. `skip` is the index just past the node's subtree; when `has_tokens`, the
+  /// tokens whose bytes end at the node are trie_tokens()[token_range(i)).
   struct TrieNode {
     uint8_t byte;
-    int32_t depth;
+    uint8_t depth;  // 1..255 (longer tokens are left out of the trie, never allowed)
+    uint8_t has_tokens;
+    uint8_t unused;
     int32_t skip;
-    int32_t token_begin;
-    int32_t token_end;
   };
+  static constexpr size_t kMaxTokenBytes = 255;
 
   /// `token_bytes[id]`: raw bytes of token id (empty: no token). `stop_ids`: end-of-sequence /
   /// stop tokens, allowed only where the grammar may end. `never_ids`: ids never allowed (special
@@ -50,6 +53,8 @@ class TokenVocabulary {
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
   const std::vector<TrieNode>& trie() const { return trie_; }
   const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
+  /// [begin, end) into trie_tokens() of node i (empty unless trie()[i].has_tokens).
+  std::pair<int32_t, int32_t> token_range(size_t i) const { return {token_begin_[i], token_end_[i]}; }
   int32_t max_token_bytes() const { return max_depth_; }
   /// A hash of all of the above, part of the grammar cache key.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -61,6 +66,7 @@ class TokenVocabulary {
   int32_t rows_;
   std::vector<TrieNode> trie_;
   std::vector<int32_t> trie_tokens_;
+  std::vector<int32_t> token_begin_, token_end_;  // per trie node
   int32_t max_depth_ = 0;
   uint64_t fingerprint_ = 0;
 };

@@ -69,6 +69,13 @@ TEST(JsonSchemaGrammar, EnumAndConst) {
   const std::string e = R"({"enum":["a",1,null,{"k":[true]}]})";
   for (const char* ok : {R"("a")", "1", "null", R"({"k":[true]})"}) EXPECT_TRUE(schema_matches(e, ok)) << ok;
   for (const char* bad : {R"("b")", "2", R"({"k":[false]})"}) EXPECT_FALSE(schema_matches(e, bad)) << bad;
+  // Values of the wrong type can never validate ("type" applies too).
+  const std::string typed = R"({"type":"string","enum":["a",1,"b",null]})";
+  EXPECT_TRUE(schema_matches(typed, R"("b")"));
+  EXPECT_FALSE(schema_matches(typed, "1"));
+  EXPECT_FALSE(schema_matches(typed, "null"));
+  EXPECT_TRUE(schema_matches(R"({"type":"integer","enum":[1.0,2.5]})", "1.0"));
+  EXPECT_FALSE(schema_matches(R"({"type":"integer","enum":[1.0,2.5]})", "2.5"));
   EXPECT_TRUE(schema_matches(R"({"const":"x\"y"})", R"("x\"y")"));
   EXPECT_FALSE(schema_matches(R"({"const":"x\"y"})", R"("xy")"));
 }
@@ -94,6 +101,9 @@ TEST(JsonSchemaGrammar, AdditionalProperties) {
   const std::string sch = R"({"type":"object","additionalProperties":{"type":"integer","minimum":0,"maximum":5}})";
   EXPECT_TRUE(schema_matches(sch, R"({"a":1,"b":5})"));
   EXPECT_FALSE(schema_matches(sch, R"({"a":6})"));
+  const std::string absent = R"({"type":"object","properties":{"a":{"type":"null"},"gone":false}})";
+  EXPECT_TRUE(schema_matches(absent, R"({"a":null})"));
+  EXPECT_FALSE(schema_matches(absent, R"({"gone":null})"));
   const std::string f = R"({"type":"object","properties":{"id":{"type":"null"}},"additionalProperties":false})";
   EXPECT_FALSE(schema_matches(f, R"({"id":null,"x":1})"));
   EXPECT_TRUE(schema_matches(R"({"type":"object"})", R"({"any":{"thing":[null]}})"));
@@ -163,10 +173,12 @@ TEST(JsonSchemaGrammar, ErrorsNameTheKeyword) {
   expect_error(R"({"$ref":"http://x/y.json"})", "only local");
   expect_error(R"j({"type":"string","pattern":"(?=a)"})j", "lookaround");
   expect_error(R"({"type":"string","pattern":"[a-"})", "missing ']'");
-  expect_error(R"({"properties":{"a":{"type":"object","properties":{"b":false}}}})", "false schema");
+  expect_error(R"({"properties":{"a":{"type":"object","properties":{"b":false},"required":["b"]}}})", "false schema");
   expect_error(R"({"type":"object","required":["x"],"additionalProperties":false})", "'x'");
   expect_error(R"({"allOf":[{"type":"string"},{"type":"null"}]})", "'type'");
   expect_error(R"({"anyOf":[]})", "'anyOf'");
+  expect_error(R"({"type":"string","enum":[1,2]})", "'enum'");
+  expect_error(R"({"type":"null","const":0})", "'const'");
   expect_error("{not json", "not valid JSON");
   expect_error(R"({"type":"string","maxLength":1000000000})", "'maxLength'");
   std::string deep = R"({"type":"string"})";

@@ -80,6 +80,8 @@ const schemas = [
   ['empty_schema', {}, false],
   ['tool_call_like', { type: 'object', properties: { name: { const: 'get_weather' }, arguments: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['celsius', 'fahrenheit'] }, days: { type: 'integer', minimum: 1, maximum: 14 } }, required: ['city', 'unit'], additionalProperties: false } }, required: ['name', 'arguments'], additionalProperties: false }, true],
   ['type_inferred', { properties: { a: { minimum: 0, maximum: 5, type: 'integer' } }, required: ['a'], additionalProperties: false }, true],
+  ['enum_with_type', { type: ['string', 'null'], enum: ['a', 1, null, 'b c', true] }, true],
+  ['object_false_property', { type: 'object', properties: { a: { type: 'boolean' }, never: false }, required: ['a'] }, true],
   ['multi_type_keywords', { type: ['object', 'array', 'number'], properties: { q: { type: 'null' } }, required: ['q'], additionalProperties: false, items: { type: 'boolean' }, maxItems: 2, minimum: 1, maximum: 2 }, true],
 ];
 
