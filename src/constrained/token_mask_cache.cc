@@ -1,6 +1,7 @@
 #include "constrained/token_mask_cache.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 #include "constrained/pda.h"
@@ -19,19 +20,30 @@ struct VectorHash {
 };
 
 /// Parser states (sets of approximate-mode stacks) interned to ids, with a lazily filled
-/// 256-entry transition row per state (-2 unknown, -1 dead).
+/// transition row per state (-2 unknown, -1 dead) over byte classes: bytes that every byte set
+/// of the grammar treats alike share one column, which keeps the rows small and cache-resident.
 class StateTable {
  public:
-  StateTable(const Grammar& g, size_t max_states) : pool_(g, true), max_states_(max_states) {}
+  StateTable(const Grammar& g, size_t max_states) : pool_(g, true), max_states_(max_states) {
+    std::map<std::vector<bool>, uint8_t> ids;
+    for (int b = 0; b < 256; ++b) {
+      std::vector<bool> signature(g.sets.size());
+      for (size_t k = 0; k < g.sets.size(); ++k) signature[k] = g.sets[k].has(static_cast<uint8_t>(b));
+      auto [it, fresh] = ids.emplace(signature, static_cast<uint8_t>(representative_.size()));
+      if (fresh) representative_.push_back(static_cast<uint8_t>(b));
+      class_of_[b] = it->second;
+    }
+    classes_ = representative_.size();
+  }
 
   int32_t single(int32_t pos) { return intern({pool_.single(pos)}); }
 
   int32_t next(int32_t state, uint8_t b) {
-    int32_t& t = trans_[static_cast<size_t>(state) * 256 + b];
-    if (t != -2) return t;
+    const size_t at = static_cast<size_t>(state) * classes_ + class_of_[b];
+    if (trans_[at] != -2) return trans_[at];
     pool_.step(states_[state], b, scratch_);
     const int32_t r = scratch_.empty() ? -1 : intern(scratch_);
-    trans_[static_cast<size_t>(state) * 256 + b] = r;  // intern may have moved trans_
+    trans_[at] = r;  // re-indexed: intern may have grown trans_
     return r;
   }
   /// A token ending in this state: 2 accepted, 1 uncertain.
@@ -46,7 +58,7 @@ class StateTable {
                     " parser states while building token masks (compile limit)");
       }
       states_.push_back(stacks);
-      trans_.resize(trans_.size() + 256, -2);
+      trans_.resize(trans_.size() + classes_, -2);
       bool exact = false;
       for (int32_t s : stacks) exact = exact || !pool_.is_approx(s);
       verdict_.push_back(exact ? 2 : 1);
@@ -56,6 +68,9 @@ class StateTable {
 
   StackPool pool_;
   size_t max_states_;
+  uint8_t class_of_[256];
+  std::vector<uint8_t> representative_;
+  size_t classes_ = 0;
   std::vector<std::vector<int32_t>> states_;
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
   std::vector<int32_t> trans_;
