@@ -12,7 +12,7 @@
 //   - results: StepOutput as documented in backend/sampling_batch.h. batch_invariant() backends
 //     return bit-identical logits for a sequence whatever else is in the batch.
 // Errors: qs::Error for invalid batches (token id outside the vocabulary, position beyond the
-// context, block table not covering a position, batch above max_batch_tokens), for invalid
+// context, block table not covering a position, batch above max_batch_tokens or max_seqs), for invalid
 // sampling rows, and for device failures.
 #pragma once
 

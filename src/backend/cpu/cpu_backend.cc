@@ -53,6 +53,10 @@ void CpuBackend::launch(const StepBatch& batch, const SamplingBatch& sampling, S
       throw Error("cpu backend: " + std::to_string(sampling.rows.size()) + " sampling rows for " +
                   std::to_string(batch.n_logits()) + " logits rows");
     }
+    if (batch.n_seqs() > limits_.max_seqs) {
+      throw Error("cpu backend: " + std::to_string(batch.n_seqs()) + " sequences in a step exceed max_seqs " +
+                  std::to_string(limits_.max_seqs));
+    }
     if (sampling.vocab_rows != config_->vocab_size) {
       throw Error("cpu backend: sampling vocab_rows " + std::to_string(sampling.vocab_rows) + " != the model's " +
                   std::to_string(config_->vocab_size));
