@@ -216,36 +216,67 @@ Grammar GrammarBuilder::build(int32_t root) const {
       }
     }
   }
-  std::vector<std::vector<int32_t>> left(m);
+  // Left edges A -> B: B can start A after a nullable prefix. A cycle of left edges loops the
+  // parser forever only if it pushes a frame, i.e. contains a call that is not in tail position
+  // (tail calls keep the frame and the parser's visited marks end the cycle): such a cycle, a
+  // non-tail left edge inside one strongly connected component, is left recursion.
+  std::vector<std::vector<std::pair<int32_t, bool>>> left(m);  // (target, tail call)
   for (size_t i = 0; i < m; ++i) {
     for (const auto& a : rules_[order[i]]) {
       if (!alt_productive(a, productive)) continue;
-      for (const auto& s : a) {
-        if (s.rule < 0) break;
-        left[i].push_back(id[s.rule]);
-        if (!nullable[id[s.rule]]) break;
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (a[k].rule < 0) break;
+        left[i].push_back({id[a[k].rule], k + 1 == a.size()});
+        if (!nullable[id[a[k].rule]]) break;
       }
     }
   }
-  std::vector<uint8_t> color(m, 0);  // 0 new, 1 on stack, 2 done
+  // Kosaraju: finish order on the graph, then components on the reversed graph.
+  std::vector<int32_t> finish;
+  std::vector<uint8_t> visited(m, 0);
   for (size_t start = 0; start < m; ++start) {
-    if (color[start]) continue;
+    if (visited[start]) continue;
     std::vector<std::pair<int32_t, size_t>> stack{{static_cast<int32_t>(start), 0}};
-    color[start] = 1;
+    visited[start] = 1;
     while (!stack.empty()) {
       auto& [r, next] = stack.back();
       if (next < left[r].size()) {
-        const int32_t t = left[r][next++];
-        if (color[t] == 1) {
-          throw Error("grammar rule '" + names_[order[t]] + "' is left-recursive");
-        }
-        if (color[t] == 0) {
-          color[t] = 1;
+        const int32_t t = left[r][next++].first;
+        if (!visited[t]) {
+          visited[t] = 1;
           stack.push_back({t, 0});
         }
       } else {
-        color[r] = 2;
+        finish.push_back(r);
         stack.pop_back();
+      }
+    }
+  }
+  std::vector<std::vector<int32_t>> reverse(m);
+  for (size_t i = 0; i < m; ++i) {
+    for (const auto& [t, tail] : left[i]) reverse[t].push_back(static_cast<int32_t>(i));
+  }
+  std::vector<int32_t> component(m, -1);
+  for (size_t k = finish.size(); k-- > 0;) {
+    const int32_t root_rule = finish[k];
+    if (component[root_rule] >= 0) continue;
+    std::vector<int32_t> todo{root_rule};
+    component[root_rule] = root_rule;
+    while (!todo.empty()) {
+      const int32_t r = todo.back();
+      todo.pop_back();
+      for (int32_t p : reverse[r]) {
+        if (component[p] < 0) {
+          component[p] = root_rule;
+          todo.push_back(p);
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    for (const auto& [t, tail] : left[i]) {
+      if (!tail && component[t] == component[i]) {
+        throw Error("grammar rule '" + names_[order[t]] + "' is left-recursive");
       }
     }
   }

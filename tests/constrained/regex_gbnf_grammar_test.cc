@@ -34,6 +34,12 @@ TEST(RegexGrammar, FullMatchSemantics) {
   EXPECT_TRUE(re("(?:a|b)(?<n>c)", "bc"));
   EXPECT_TRUE(re("a*?b", "aab"));
   EXPECT_TRUE(re("\\.\\*\\[", ".*["));
+  // Repeated parts that can be empty (an empty-string loop through tail calls, not left
+  // recursion).
+  EXPECT_TRUE(re("(a?)*b", "aab"));
+  EXPECT_TRUE(re("(a*|c)+", "aaca"));
+  EXPECT_TRUE(re("(a*)*", ""));
+  EXPECT_FALSE(re("(a?)*b", "ac"));
   EXPECT_TRUE(re("[a\\-z]", "-"));
   EXPECT_FALSE(re("[a\\-z]", "b"));
 }
@@ -72,6 +78,7 @@ TEST(GbnfGrammar, Syntax) {
   EXPECT_TRUE(gbnf("root ::= [^\\n\"]+", "x\xc3\xa9y"));
   EXPECT_FALSE(gbnf("root ::= [^\\n\"]+", "x\"y"));
   EXPECT_TRUE(gbnf("root ::= \"\\u00e9\\x41\" .", "\xc3\xa9" "A\xe6\x97\xa5"));
+  EXPECT_TRUE(gbnf("root ::= x\nx ::= \"b\"? x | \"c\"", "bbc"));  // tail-position cycle
   EXPECT_TRUE(gbnf("root ::= list\nlist ::= \"[\" (item (\",\" item)*)? \"]\"\nitem ::= list | \"1\"", "[1,[[]],[1,1]]"));
 }
 
@@ -89,7 +96,7 @@ TEST(GbnfGrammar, Errors) {
   expect_gbnf_error("root ::= missing", "'missing' is used but not defined");
   expect_gbnf_error("root ::= \"a\"\nroot ::= \"b\"", "defined twice");
   expect_gbnf_error("root ::= root \"a\" | \"b\"", "left-recursive");
-  expect_gbnf_error("root ::= x\nx ::= y? root | \"c\"\ny ::= \"b\"", "left-recursive");
+  expect_gbnf_error("root ::= x \"a\" | \"c\"\nx ::= y? root\ny ::= \"b\"", "left-recursive");
   expect_gbnf_error("root ::= \"abc", "unterminated string");
   expect_gbnf_error("root ::= [abc", "unterminated character class");
   expect_gbnf_error("root ::= <think>", "token references");
