@@ -4,8 +4,12 @@
 // Contract (every backend; tests/backend/conformance_test.cc checks it per registered backend):
 //   - prepare() once, then allocate_kv() once, then any number of steps;
 //   - a step is launch(batch, sampling, out) then wait(); between them the caller may do host work
-//     for the next step but must not touch `batch`, `sampling` or `out`. forward() = both. The
-//     CPU backend does all the work in launch();
+//     (e.g. for the next step) but must not touch `batch`, `sampling` or `out`, with one
+//     exception: the rows of `sampling.allowed_mask` (already sized by the caller) may be filled
+//     until wait() is called, because a backend reads the masks only in wait(), when it samples.
+//     So structured-output masks are computed while the forward pass runs (as XGrammar overlaps
+//     them with the GPU step). forward() = launch + wait. The CPU backend runs the forward pass
+//     in launch() and samples in wait();
 //   - KV storage per layer: K and V [n_blocks, n_kv_heads, kKvBlockSize, head_dim] in the
 //     KvDType chosen at allocate_kv; block ids come from the engine's BlockManager (the only
 //     allocator), rows are addressed through StepBatch::slot_mapping / block_tables;

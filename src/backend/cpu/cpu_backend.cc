@@ -47,6 +47,8 @@ void CpuBackend::allocate_kv(int32_t n_blocks, KvDType dtype) {
 
 void CpuBackend::launch(const StepBatch& batch, const SamplingBatch& sampling, StepOutput& out) {
   error_ = nullptr;
+  pending_sampling_ = &sampling;
+  pending_out_ = &out;
   try {
     if (!runner_ || !kv_) throw Error("cpu backend: prepare() and allocate_kv() must come before a step");
     if (static_cast<int32_t>(sampling.rows.size()) != batch.n_logits()) {
@@ -64,14 +66,18 @@ void CpuBackend::launch(const StepBatch& batch, const SamplingBatch& sampling, S
     const size_t need = static_cast<size_t>(batch.n_logits()) * static_cast<size_t>(config_->vocab_size);
     if (logits_.size() < need) logits_.resize(need);
     runner_->forward(batch, *kv_, logits_.data());
-    sampler_.sample(sampling, logits_.data(), out);
   } catch (...) {
     error_ = std::current_exception();
   }
 }
 
 void CpuBackend::wait() {
+  const SamplingBatch* sampling = std::exchange(pending_sampling_, nullptr);
+  StepOutput* out = std::exchange(pending_out_, nullptr);
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  if (sampling == nullptr || out == nullptr) throw Error("cpu backend: wait() without launch()");
+  // Sampling runs here, after the forward: the allowed-token masks may be filled until now.
+  sampler_.sample(*sampling, logits_.data(), *out);
 }
 
 }  // namespace qs

@@ -1,5 +1,7 @@
 // The CPU backend: today's forward pass (model_runner.h), kernels (kernels/), thread pool and KV
-// storage behind the Backend interface. Everything runs in launch(); wait() only reports.
+// storage behind the Backend interface. launch() runs the forward pass (on the calling thread and
+// the pool's workers); wait() samples on the host (cpu_sampler.h), so the caller may still fill
+// the allowed-token masks between the two.
 // Batch-invariant: a sequence's logits are bit-identical whatever else is in the step (the
 // kernels' fixed accumulation order, kernels/matmul.h).
 #pragma once
@@ -53,6 +55,8 @@ class CpuBackend final : public Backend {
   CpuSampler sampler_;
   std::vector<float> logits_;  // [n_logits, vocab] of the current step
   std::exception_ptr error_;   // the failure of the last launch(), rethrown by wait()
+  const SamplingBatch* pending_sampling_ = nullptr;  // of the launched step, sampled in wait()
+  StepOutput* pending_out_ = nullptr;
 };
 
 }  // namespace qs
