@@ -80,8 +80,8 @@ Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& l
 }
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, CompileLimits limits,
-                                 size_t cache_capacity)
-    : vocab_(std::move(vocab)), limits_(limits), capacity_(cache_capacity) {}
+                                 size_t cache_capacity, size_t cache_max_bytes)
+    : vocab_(std::move(vocab)), limits_(limits), capacity_(cache_capacity), max_bytes_(cache_max_bytes) {}
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSource& source) {
   std::string key = std::to_string(static_cast<int>(source.kind)) + ':' + source.text;
@@ -109,7 +109,9 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSou
     if (index_.find(key) == index_.end()) {
       lru_.emplace_front(key, result);
       index_[std::move(key)] = lru_.begin();
-      while (lru_.size() > capacity_) {
+      bytes_ += result->memory_bytes();
+      while (lru_.size() > capacity_ || (bytes_ > max_bytes_ && lru_.size() > 1)) {
+        bytes_ -= lru_.back().second->memory_bytes();
         index_.erase(lru_.back().first);
         lru_.pop_back();
       }

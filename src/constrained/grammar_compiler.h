@@ -49,9 +49,10 @@ Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& l
 
 class GrammarCompiler {
  public:
-  /// `cache_capacity`: compiled grammars kept (least recently used evicted); 0 disables caching.
+  /// `cache_capacity`: compiled grammars kept, `cache_max_bytes`: their total memory_bytes();
+  /// the least recently used are evicted past either bound; capacity 0 disables caching.
   explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, CompileLimits limits = {},
-                           size_t cache_capacity = 256);
+                           size_t cache_capacity = 256, size_t cache_max_bytes = size_t{512} << 20);
 
   /// Compiles or returns the cached grammar for `source`. Thread-safe. Throws qs::Error.
   std::shared_ptr<const CompiledGrammar> compile(const GrammarSource& source);
@@ -64,6 +65,8 @@ class GrammarCompiler {
   std::shared_ptr<const TokenVocabulary> vocab_;
   CompileLimits limits_;
   size_t capacity_;
+  size_t max_bytes_;
+  size_t bytes_ = 0;
   mutable std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;

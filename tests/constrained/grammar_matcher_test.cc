@@ -128,6 +128,16 @@ TEST(GrammarCompiler, CacheKeyedBySource) {
   EXPECT_NE(a.get(), d.get());
   EXPECT_EQ(c.cache_hits(), 1u);
   EXPECT_EQ(c.cache_size(), 2u);
+  GrammarCompiler two(tiny_vocab(), {}, 2);
+  const auto x = two.compile(GrammarSource::regex("x"));
+  two.compile(GrammarSource::regex("y"));
+  two.compile(GrammarSource::regex("z"));  // evicts "x", the least recently used
+  EXPECT_EQ(two.cache_size(), 2u);
+  EXPECT_NE(two.compile(GrammarSource::regex("x")).get(), x.get());
+  GrammarCompiler tiny_budget(tiny_vocab(), {}, 100, 1);  // bytes bound: keeps only the newest
+  tiny_budget.compile(GrammarSource::regex("x"));
+  tiny_budget.compile(GrammarSource::regex("y"));
+  EXPECT_EQ(tiny_budget.cache_size(), 1u);
 }
 
 TEST(GrammarCompiler, DeepNestingIsAnErrorNotACrash) {
