@@ -185,13 +185,20 @@ TEST(KernelDispatch, ActiveLevelFollowsCpuAndEnvironment) {
     EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAvx2)->isa, CpuIsa::kAvx2);
   }
 #endif
-  // The active table: the highest filled level at or below the active one (AVX-512: no path yet).
-  const CpuIsa want = static_cast<int>(expected) >= static_cast<int>(CpuIsa::kAvx2) &&
-                              kernels::dot_kernels_for(CpuIsa::kAvx2) != nullptr
-                          ? CpuIsa::kAvx2
-                          : CpuIsa::kScalar;
+#if defined(__x86_64__)
+  // The AVX-512 VNNI path is built into the portable x86-64 binary too; live exactly when the CPU has it.
+  EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAvx512Vnni) != nullptr, kernels::cpu_has_isa(CpuIsa::kAvx512Vnni));
+#endif
+  // The active table: the highest filled level at or below the active one (avx512 and avx512_bf16
+  // have no table of their own).
+  const auto at_most = [&](CpuIsa isa) { return static_cast<int>(isa) <= static_cast<int>(expected); };
+  CpuIsa want = CpuIsa::kScalar;
+  if (at_most(CpuIsa::kAvx2) && kernels::dot_kernels_for(CpuIsa::kAvx2) != nullptr) want = CpuIsa::kAvx2;
+  if (at_most(CpuIsa::kAvx512Vnni) && kernels::dot_kernels_for(CpuIsa::kAvx512Vnni) != nullptr) {
+    want = CpuIsa::kAvx512Vnni;
+  }
   EXPECT_EQ(kernels::active_dot_kernels().isa, want);
-  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16}) {
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     EXPECT_EQ(kernels::dot_kernels_for(isa), nullptr) << kernels::cpu_isa_name(isa);
   }
 }

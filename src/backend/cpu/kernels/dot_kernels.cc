@@ -48,7 +48,8 @@ const DotKernels* dot_kernels_for(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kScalar: return &scalar_dot_kernels();
     case CpuIsa::kAvx2: return avx2_dot_kernels();
-    default: return nullptr;  // AVX-512 slots: no path yet
+    case CpuIsa::kAvx512Vnni: return avx512_vnni_dot_kernels();
+    default: return nullptr;  // avx512 and avx512_bf16: no own path (the slot below is used)
   }
 }
 

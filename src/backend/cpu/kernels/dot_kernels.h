@@ -103,5 +103,8 @@ const DotKernels* avx2_dot_kernels();
 GroupGemm avx2_q4_k_group_gemm();
 GroupGemm avx2_q6_k_group_gemm();
 GroupGemm avx2_q8_0_group_gemm();
+// AVX-512 VNNI level (dot_avx512_vnni.cc): the AVX2 table with VNNI decode kernels for Q8_0, Q4_K
+// and Q6_K, bit-identical to the AVX2 level; nullptr when the build has no such path.
+const DotKernels* avx512_vnni_dot_kernels();
 
 }  // namespace qs::kernels
