@@ -174,9 +174,9 @@ json parse_messages(const json& body) {
         // Templates expect arguments as an object; OpenAI clients send a JSON string.
         if (fn.contains("arguments") && fn["arguments"].is_string()) {
           try {
-            fn["arguments"] = json::parse(fn["arguments"].get<std::string>());
-          } catch (const json::exception&) {
-            // leave it as a string: the template prints it verbatim
+            fn["arguments"] = parse_json_limited(fn["arguments"].get<std::string>());
+          } catch (const ApiError&) {
+            // not JSON or nested too deeply: leave it as a string, the template prints it verbatim
           }
         }
         calls.push_back(c);
@@ -189,6 +189,23 @@ json parse_messages(const json& body) {
 }
 
 }  // namespace
+
+json parse_json_limited(std::string_view body) {
+  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth) {
+      throw ApiError(400, "JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
+                     "invalid_request_error", "json_too_deep");
+    }
+    return true;
+  };
+  try {
+    return json::parse(body, limit_depth);
+  } catch (const json::exception& e) {
+    throw ApiError(400, std::string("malformed JSON body: ") + e.what(), "", "invalid_request_error",
+                   "invalid_json");
+  }
+}
 
 ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
   if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");

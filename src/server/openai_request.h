@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sampling/sampling_params.h"
@@ -46,6 +47,15 @@ struct CompletionRequest {
   std::optional<std::string> prompt_text;   // prompt as a string
   std::vector<int32_t> prompt_ids;          // prompt as token ids (when given so)
 };
+
+/// Objects and arrays a request body may nest (a tool's JSON schema needs a few dozen levels).
+/// Deeper bodies are refused while parsing: copying, printing or templating a JSON value recurses
+/// once per level, and a few hundred thousand levels fit in a body of 1 MB.
+inline constexpr int kMaxJsonDepth = 128;
+
+/// Parses a request body. Throws ApiError(400, code "invalid_json") for malformed JSON, and for
+/// nesting deeper than kMaxJsonDepth (code "json_too_deep"), before building the deep value.
+nlohmann::ordered_json parse_json_limited(std::string_view body);
 
 /// Throws ApiError(400) on invalid input. `vocab_size` bounds logit_bias ids and prompt ids.
 /// add_generation_prompt and continue_final_message both true is a 400 (param

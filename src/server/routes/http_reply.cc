@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "server/openai_request.h"
+
 namespace qs {
 
 void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
@@ -20,11 +22,7 @@ nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
     throw ApiError(415, "Content-Type must be application/json, got " + type, "", "invalid_request_error",
                    "unsupported_media_type");
   }
-  try {
-    return nlohmann::ordered_json::parse(req.body);
-  } catch (const nlohmann::json::exception& e) {
-    throw ApiError(400, std::string("malformed JSON body: ") + e.what(), "", "invalid_request_error", "invalid_json");
-  }
+  return parse_json_limited(req.body);  // 400 invalid_json, or json_too_deep past kMaxJsonDepth levels
 }
 
 }  // namespace qs

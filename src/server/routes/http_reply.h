@@ -20,7 +20,8 @@ void send_error(httplib::Response& res, const ApiError& error);
 
 /// The request body as JSON. Throws ApiError 415 (code unsupported_media_type) when a Content-Type
 /// other than application/json is declared (none at all is accepted), 400 (code invalid_json)
-/// when the body is not JSON.
+/// when the body is not JSON, 400 (code json_too_deep) when it nests deeper than kMaxJsonDepth
+/// (parse_json_limited in server/openai_request.h).
 nlohmann::ordered_json parse_json_body(const httplib::Request& req);
 
 }  // namespace qs

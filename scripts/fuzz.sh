@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Builds and runs the libFuzzer targets (tests/fuzz/, preset "fuzz": clang, ASan + UBSan).
+#
+#   scripts/fuzz.sh smoke [SECONDS]          every target for SECONDS (default 30) from the committed
+#                                            seeds; fails on the first crash, leak, timeout or failed
+#                                            invariant (CI)
+#   scripts/fuzz.sh campaign SECONDS [T...]  offline campaign: each target (or the ones named) for
+#                                            SECONDS more, resuming from its corpus in
+#                                            .cache/fuzz/corpus/<target> (seeded from the committed
+#                                            corpus), nice 19, one process at a time; appends a line
+#                                            per run to .cache/fuzz/campaign.tsv
+#   scripts/fuzz.sh report                   cumulative CPU seconds, executions, coverage and
+#                                            crashes per target from campaign.tsv
+#   scripts/fuzz.sh replay FILE...           runs inputs (e.g. a crash) through their target, named
+#                                            by the corpus directory they sit in or by --target T
+#
+# Crashing inputs go to .cache/fuzz/crashes/<target>/. Turn each into a regression test: fix the
+# bug, add a unit test for it and commit the input under tests/fuzz/regressions/<target>/ (every
+# run, the smoke included, replays those first). See tests/fuzz/README.md.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+mode="${1:-smoke}"
+shift || true
+build="$repo_root/build/fuzz/tests/fuzz"
+state="$repo_root/.cache/fuzz"
+export QS_TOKENIZER_DIR="${QS_TOKENIZER_DIR:-$repo_root/.cache/tokenizer-qwen3}"
+
+all_targets() { (cd tests/fuzz && ls ./*_fuzz.cc | sed 's#^\./##; s#\.cc$##'); }
+
+dict_for() {
+  case "$1" in
+    gguf_reader_fuzz|safetensors_reader_fuzz) echo "tests/fuzz/dict/gguf.dict" ;;
+    chat_template_fuzz) echo "tests/fuzz/dict/jinja.dict" ;;
+    openai_request_fuzz|tokenizer_json_fuzz) echo "tests/fuzz/dict/json.dict" ;;
+    *) echo "" ;;
+  esac
+}
+
+build_targets() {
+  "$repo_root/tools/fetch-tokenizer.sh" >/dev/null
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "${QS_BUILD_JOBS:-$(nproc)}"
+}
+
+# run_target TARGET SECONDS CORPUS_DIR LOG: one libFuzzer run; its exit status.
+run_target() {
+  local target="$1" seconds="$2" corpus="$3" log="$4"
+  local dict
+  dict="$(dict_for "$target")"
+  mkdir -p "$state/crashes/$target" "$corpus"
+  local args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len=8192 -print_final_stats=1
+              -artifact_prefix="$state/crashes/$target/")
+  [[ -n "$dict" ]] && args+=(-dict="$dict")
+  # The scratch files of the file-reader targets go to a directory removed afterwards.
+  local tmp
+  tmp="$(mktemp -d)"
+  local rc=0
+  local seeds=("tests/fuzz/corpus/$target")
+  [[ -d "tests/fuzz/regressions/$target" ]] && seeds+=("tests/fuzz/regressions/$target")
+  TMPDIR="$tmp" ${QS_FUZZ_NICE:-} "$build/$target" "${args[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
+  rm -rf "$tmp"
+  return $rc
+}
+
+summary_of() {  # LOG -> "execs cov ft"
+  local log="$1" execs cov ft
+  execs="$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)"
+  cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}')"
+  ft="$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | awk '{print $2}')"
+  echo "${execs:-0} ${cov:-0} ${ft:-0}"
+}
+
+smoke_one() {  # smoke_one TARGET: one smoke run from the committed seeds; prints one line
+  local target="$1" work log start rc=0
+  work="$(mktemp -d)"
+  log="$state/smoke-$target.log"
+  start=$SECONDS
+  run_target "$target" "$seconds" "$work" "$log" || rc=$?
+  rm -rf "$work"
+  if ((rc == 0)); then
+    read -r execs cov ft <<<"$(summary_of "$log")"
+    echo "fuzz smoke $target: ok, $execs executions in $((SECONDS - start)) s, cov $cov, ft $ft"
+    return 0
+  fi
+  echo "fuzz smoke $target: FAILED (log $log)"
+  grep -E 'ERROR|fuzz check failed|SUMMARY|Test unit written' "$log" | head -20 || true
+  return 1
+}
+
+case "$mode" in
+  smoke)
+    seconds="${1:-30}"
+    build_targets
+    mkdir -p "$state"
+    # As many targets at once as there are CPUs (QS_FUZZ_JOBS).
+    export -f run_target summary_of dict_for smoke_one
+    export build state repo_root seconds
+    all_targets | xargs -P "${QS_FUZZ_JOBS:-$(nproc)}" -I{} bash -c 'smoke_one {}' && exit 0
+    exit 1
+    ;;
+  campaign)
+    seconds="${1:?usage: scripts/fuzz.sh campaign SECONDS [TARGET...]}"
+    shift
+    targets=("$@")
+    ((${#targets[@]})) || mapfile -t targets < <(all_targets)
+    [[ -x "$build/${targets[0]}" ]] || build_targets
+    mkdir -p "$state"
+    [[ -f "$state/campaign.tsv" ]] || printf 'date\ttarget\tcpu_s\texecutions\tcov\tft\tcrashes\n' >"$state/campaign.tsv"
+    for target in "${targets[@]}"; do
+      log="$state/campaign-$target.log"
+      before=$(find "$state/crashes/$target" -type f 2>/dev/null | wc -l)
+      t0=$(date +%s)
+      rc=0
+      # CPU seconds (user + system) of the run, which on a shared machine is less than its wall time.
+      TIMEFORMAT='%U %S'
+      { time QS_FUZZ_NICE="nice -n 19" run_target "$target" "$seconds" "$state/corpus/$target" "$log" || rc=$?; } 2>"$state/time"
+      t1=$(date +%s)
+      cpu="$(awk '{printf "%d", $1 + $2}' "$state/time")"
+      after=$(find "$state/crashes/$target" -type f 2>/dev/null | wc -l)
+      read -r execs cov ft <<<"$(summary_of "$log")"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$cpu" "$execs" "$cov" "$ft" \
+        "$((after - before))" >>"$state/campaign.tsv"
+      echo "campaign $target: rc $rc, $((t1 - t0)) s wall, $cpu s CPU, $execs executions, cov $cov, ft $ft, new crashes $((after - before))"
+    done
+    ;;
+  report)
+    [[ -f "$state/campaign.tsv" ]] || { echo "no campaign yet ($state/campaign.tsv)"; exit 0; }
+    awk -F'\t' 'NR > 1 { cpu[$2] += $3; ex[$2] += $4; cov[$2] = $5; ft[$2] = $6; cr[$2] += $7 }
+      END { printf "%-26s %10s %14s %6s %7s %8s\n", "target", "cpu_s", "executions", "cov", "ft", "crashes";
+            for (t in cpu) printf "%-26s %10d %14d %6d %7d %8d\n", t, cpu[t], ex[t], cov[t], ft[t], cr[t] }' \
+      "$state/campaign.tsv" | sort
+    ;;
+  replay)
+    target=""
+    if [[ "${1:-}" == "--target" ]]; then target="$2"; shift 2; fi
+    for f in "$@"; do
+      t="${target:-$(basename "$(dirname "$f")")}"
+      "$build/$t" "$f"
+    done
+    ;;
+  *)
+    echo "usage: scripts/fuzz.sh smoke [SECONDS] | campaign SECONDS [TARGET...] | report | replay FILE..." >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,89 @@
+// Our checks of an HTTP request head (server/routes/pre_routing.h: Content-Length validation,
+// 413 / 411 before the body, the API key), on fuzzed header lists as cpp-httplib hands them over
+// (names case-insensitive, repeated headers kept), including many headers.
+//
+// Input: lines "Name: value" (the first line is the method); all of it is fuzzed.
+// Invariants (RFC 9112 section 6.3 / RFC 9110 section 15.5.12, checked independently here): the
+// function never throws; a request is let through only if every Content-Length is 1..19 ASCII
+// digits, all equal, and at most max_body_bytes, or (without one) it is not a POST or is chunked;
+// every rejection but the 401 closes the connection.
+#include <httplib.h>
+
+#include <cstdint>
+#include <string>
+
+#include "fuzz_support.h"
+#include "server/routes/pre_routing.h"
+
+namespace {
+
+using qs::fuzz::check;
+
+constexpr size_t kMaxBody = 1 << 20;
+
+bool all_digits(const std::string& v) {
+  if (v.empty() || v.size() > 19) return false;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  httplib::Request req;
+  size_t at = 0;
+  bool first = true;
+  while (at <= text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (first) {
+      const size_t space = line.find(' ');
+      req.method = line.substr(0, space);
+      req.path = space == std::string::npos ? "/" : line.substr(space + 1);
+      first = false;
+      continue;
+    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+    req.headers.emplace(line.substr(0, colon), value);
+  }
+  static const qs::ServerOptions options = [] {
+    qs::ServerOptions o;
+    o.max_body_bytes = kMaxBody;
+    o.api_key = "key";
+    return o;
+  }();
+  const std::optional<qs::HeaderRejection> verdict = qs::check_request_headers(req, options);
+
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  bool lengths_ok = true;
+  unsigned long long declared = 0;
+  for (size_t i = 0; i < lengths; ++i) {
+    const std::string v = req.get_header_value("Content-Length", i);
+    lengths_ok = lengths_ok && all_digits(v) && v == req.get_header_value("Content-Length", 0);
+  }
+  if (lengths_ok && lengths > 0) declared = std::stoull(req.get_header_value("Content-Length"));
+  const bool body_ok = lengths > 0 ? lengths_ok && declared <= kMaxBody
+                                   : req.method != "POST" ||
+                                         req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+  const bool auth_ok = req.path.rfind("/v1/", 0) != 0 || req.get_header_value("Authorization") == "Bearer key";
+  if (!verdict) {
+    check(body_ok && auth_ok, "a request head that breaks a rule was let through");
+    return 0;
+  }
+  const int status = verdict->error.status();
+  check(status == 400 || status == 401 || status == 411 || status == 413, "unexpected status " + std::to_string(status));
+  check(verdict->close_connection == (status != 401), "connection handling differs from the status");
+  if (status == 400) check(!lengths_ok, "400 for valid Content-Length headers");
+  if (status == 413) check(lengths_ok && declared > kMaxBody, "413 for a length within the limit");
+  if (status == 411) check(lengths == 0 && !body_ok, "411 although the body is delimited");
+  if (status == 401) check(body_ok && !auth_ok, "401 for a request that is authorised or malformed");
+  return 0;
+}
