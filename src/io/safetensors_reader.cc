@@ -134,10 +134,11 @@ std::map<std::string, std::vector<std::string>> read_index(const fs::path& dir,
   }
   std::map<std::string, std::vector<std::string>> shards;
   for (auto it = map_it->begin(); it != map_it->end(); ++it) {
-    if (!it->is_string() || it->get<std::string>().empty() ||
-        fs::path(it->get<std::string>()).is_absolute()) {
+    // A shard is a file of the model directory: no absolute path, no directory part, no "..".
+    const std::string name = it->is_string() ? it->get<std::string>() : std::string();
+    if (name.empty() || name == "." || name == ".." || name.find_first_of("/\\") != std::string::npos) {
       fail(index_path, "weight_map entry for tensor '" + printable(it.key()) +
-                           "' is not a relative file name");
+                           "' is not a file name in the model directory");
     }
     shards[it->get<std::string>()].push_back(it.key());
   }

@@ -201,6 +201,12 @@ TEST(SafetensorsReader, ShardProblems) {
   write_file(index, R"({"weight_map": {"a": 3}})");
   expect_words(error_of([&] { SafetensorsModel::open_dir(dir.path().string()); }), index,
                {"tensor 'a'"});
+  // Shards outside the model directory are refused (the fuzz target's invariant, issue 16).
+  for (const std::string outside : {"../shard1.safetensors", "sub/../shard1.safetensors", "/etc/passwd", "..", "a\\\\b"}) {
+    write_file(index, R"({"weight_map": {"a": ")" + outside + R"("}})");
+    expect_words(error_of([&] { SafetensorsModel::open_dir(dir.path().string()); }), index,
+                 {"tensor 'a'", "not a file name in the model directory"});
+  }
 }
 
 }  // namespace
