@@ -273,6 +273,14 @@ Command register_serve(CLI::App& app) {
   app.add_option("--request-timeout", s.request_timeout_s,
                  "Seconds a request may take in all (0: no limit); also caps a request's \"timeout\" field")
       ->check(kNonNegative)->capture_default_str();
+  app.add_option("--request-head-timeout", s.request_head_timeout_s,
+                 "Seconds a client may take to send a request's head (request line and headers), "
+                 "however slowly it trickles; then the connection is closed (0: no limit)")
+      ->check(kNonNegative)->capture_default_str();
+  app.add_option("--request-body-timeout", s.request_body_timeout_s,
+                 "Seconds a client may take to send a request's body after its head; then the "
+                 "connection is closed (0: no limit)")
+      ->check(kNonNegative)->capture_default_str();
   app.add_flag("--no-output-guard", opt->no_output_guard,
                "Disable the degenerate-output guard (see --guard-blank-run, --guard-ngram-repeats)");
   app.add_option("--guard-blank-run", e.guard.max_blank_run,

@@ -51,6 +51,8 @@ struct ServerOptions {
   std::string log_format = "json";       // per-request log line on stderr: json, text or none
   double request_timeout_s = 0;          // > 0: default and upper bound of a request's "timeout"
   std::vector<std::string> allowed_origins;  // CORS (routes/cors.h): origins or "*"; empty: no CORS
+  double request_head_timeout_s = 10;    // whole request head must arrive within (request_deadline.h); 0: off
+  double request_body_timeout_s = 30;    // whole body must arrive within, after the head; 0: off
 };
 
 /// A static file: body and content type (the web UI).

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "server/request_deadline.h"
 
 namespace qs {
 
@@ -47,9 +48,12 @@ HttpWorkerPool::HttpWorkerPool(size_t n, const Spawn& spawn) {
 HttpWorkerPool::~HttpWorkerPool() { shutdown(); }
 
 void HttpWorkerPool::enqueue(std::function<void()> fn) {
+  // httplib enqueues a connection right after accepting it on this thread: its request deadlines
+  // (request_deadline.h) start when a worker picks it up.
+  const int socket = request_deadline::take_accepted_socket();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back(std::move(fn));
+    jobs_.push_back([socket, fn = std::move(fn)] { request_deadline::serve_connection(socket, fn); });
   }
   cond_.notify_one();
 }

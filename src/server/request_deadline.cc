@@ -1,0 +1,175 @@
+#include "server/request_deadline.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+namespace {
+
+thread_local int t_accepted_socket = -1;
+// The connection this thread serves, while its request head is being read: the socket (-1 when not
+// in the head phase) and the head bytes received so far.
+thread_local int t_head_socket = -1;
+thread_local size_t t_head_bytes = 0;
+
+constexpr char kHeadTooLarge[] =
+    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\n"
+    "Connection: close\r\nContent-Length: 138\r\n\r\n"
+    "{\"error\":{\"message\":\"request head larger than 65536 bytes\",\"type\":\"invalid_request_error\","
+    "\"param\":null,\"code\":\"request_header_too_large\"}}";
+
+}  // namespace
+
+// cpp-httplib (a shared library) calls accept(); the executable's definition takes precedence in
+// the dynamic symbol lookup. Same behaviour as glibc's accept, plus remembering the socket.
+extern "C" int accept(int fd, struct sockaddr* addr, socklen_t* addr_len) {
+  const int socket = ::accept4(fd, addr, addr_len, 0);
+  if (socket >= 0) t_accepted_socket = socket;
+  return socket;
+}
+
+// cpp-httplib reads requests with recv(); a head that grows past kMaxHeadBytes (cpp-httplib 0.11 has
+// no limit on the number of headers, so a fast client could make it buffer gigabytes before the
+// head deadline) gets a 431 and the connection is shut down, which the read then reports as EOF.
+extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
+  const ssize_t n = ::recvfrom(fd, buffer, length, flags, nullptr, nullptr);
+  if (n > 0 && fd == t_head_socket) {
+    t_head_bytes += static_cast<size_t>(n);
+    if (t_head_bytes > qs::request_deadline::kMaxHeadBytes) {
+      ::send(fd, kHeadTooLarge, sizeof kHeadTooLarge - 1, MSG_NOSIGNAL);
+      ::shutdown(fd, SHUT_RDWR);
+      t_head_socket = -1;
+      return 0;
+    }
+  }
+  return n;
+}
+
+namespace qs::request_deadline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Phase { kHead, kBody, kHandling };
+
+struct Connection {
+  int dup_fd;
+  Phase phase = Phase::kHead;
+  Clock::time_point since;
+  bool cut = false;
+};
+
+// Never destroyed: the watchdog thread runs until the process exits.
+struct State {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, Connection> connections;
+  uint64_t next_id = 1;
+  Timeouts timeouts;
+  bool started = false;
+  std::atomic<uint64_t> cut{0};
+};
+
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+thread_local uint64_t t_connection = 0;
+
+void watchdog() {
+  State& s = state();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const Clock::time_point now = Clock::now();
+    for (auto& [id, c] : s.connections) {
+      if (c.cut || c.phase == Phase::kHandling) continue;
+      const double limit = c.phase == Phase::kHead ? s.timeouts.head_s : s.timeouts.body_s;
+      if (limit <= 0 || std::chrono::duration<double>(now - c.since).count() < limit) continue;
+      ::shutdown(c.dup_fd, SHUT_RDWR);
+      c.cut = true;
+      s.cut.fetch_add(1);
+    }
+  }
+}
+
+thread_local int t_connection_socket = -1;
+
+void set_phase(Phase phase) {
+  if (t_connection == 0) return;
+  t_head_socket = phase == Phase::kHead ? t_connection_socket : -1;
+  t_head_bytes = 0;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.connections.find(t_connection);
+  if (it == s.connections.end()) return;
+  it->second.phase = phase;
+  it->second.since = Clock::now();
+}
+
+}  // namespace
+
+void configure(const Timeouts& timeouts) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.timeouts = timeouts;
+  if (!s.started) {
+    std::thread(watchdog).detach();
+    s.started = true;
+  }
+}
+
+int take_accepted_socket() {
+  const int fd = t_accepted_socket;
+  t_accepted_socket = -1;
+  return fd;
+}
+
+void serve_connection(int fd, const std::function<void()>& serve) {
+  State& s = state();
+  uint64_t id = 0;
+  if (fd >= 0) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.started) {
+      const int dup_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (dup_fd >= 0) {
+        id = s.next_id++;
+        s.connections.emplace(id, Connection{dup_fd, Phase::kHead, Clock::now()});
+      }
+    }
+  }
+  t_connection = id;
+  t_connection_socket = id != 0 ? fd : -1;
+  t_head_socket = t_connection_socket;
+  t_head_bytes = 0;
+  struct Unregister {
+    State& s;
+    uint64_t id;
+    ~Unregister() {
+      t_connection = 0;
+      t_connection_socket = -1;
+      t_head_socket = -1;
+      if (id == 0) return;
+      std::lock_guard<std::mutex> lock(s.mutex);
+      auto it = s.connections.find(id);
+      ::close(it->second.dup_fd);
+      s.connections.erase(it);
+    }
+  } unregister{s, id};
+  serve();
+}
+
+void head_received(bool body_follows) { set_phase(body_follows ? Phase::kBody : Phase::kHandling); }
+void body_received() { set_phase(Phase::kHandling); }
+void response_sent() { set_phase(Phase::kHead); }
+
+uint64_t connections_cut() { return state().cut.load(); }
+
+}  // namespace qs::request_deadline

@@ -1,0 +1,57 @@
+// Deadlines for receiving a request, which cpp-httplib 0.11 lacks: its read timeout applies to
+// each read, so a client that sends its head (or body) one byte every few seconds holds a worker
+// thread for as long as it likes (slowloris).
+//
+// How it works: this file defines accept(2) for the process (cpp-httplib's call binds to it; it
+// calls accept4) and remembers the socket on the accepting thread; HttpWorkerPool::enqueue, which
+// httplib calls on that thread right after accepting, tags the connection's task with it, and the
+// worker serving the connection registers it here (serve_connection). A watchdog thread shuts down
+// (shutdown(2), SHUT_RDWR, on a dup of the socket so that the descriptor cannot have been reused)
+// a connection whose request head has not arrived `head_s` seconds after the worker started
+// waiting for it (the connection was picked up, or the previous response was sent), or whose body
+// has not arrived `body_s` seconds after its head. httplib's pending read then fails and it closes
+// the connection.
+//
+// The same accounting caps the size of a request head (kMaxHeadBytes): this file also defines
+// recv(2), which counts the bytes read while a head is expected.
+//
+// The HTTP server reports the phases from its handlers, always on the thread serving the
+// connection: head_received() in the pre-routing handler, body_received() once the body has been
+// read (body parser, error handler), response_sent() in the logger.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace qs::request_deadline {
+
+/// Bytes a request head may have (request line + headers, nginx's default is 4 x 8 KiB): a larger
+/// one gets 431 request_header_too_large and the connection is closed.
+inline constexpr size_t kMaxHeadBytes = 64 * 1024;
+
+struct Timeouts {
+  double head_s = 10;  // whole request head (request line + headers); 0: no deadline
+  double body_s = 30;  // whole body, from the end of the head; 0: no deadline
+};
+
+/// Sets the deadlines and starts the watchdog (once per process; later calls change the
+/// deadlines). Without a call, serve_connection only runs its task.
+void configure(const Timeouts& timeouts);
+
+/// The socket accept() returned last on this thread, or -1; resets it to -1.
+int take_accepted_socket();
+
+/// Runs `serve` (httplib serving one connection) with the connection `fd` registered, its head
+/// deadline starting now. fd < 0: runs `serve` untracked.
+void serve_connection(int fd, const std::function<void()>& serve);
+
+/// Phase changes of the connection served by the calling thread (no-ops on other threads).
+void head_received(bool body_follows);
+void body_received();
+void response_sent();
+
+/// Connections cut by a deadline since the process started.
+uint64_t connections_cut();
+
+}  // namespace qs::request_deadline
