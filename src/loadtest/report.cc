@@ -122,7 +122,7 @@ nlohmann::ordered_json record_json(const RequestRecord& r, const LevelResult& le
 namespace {
 
 std::string num(const nlohmann::ordered_json& v, const char* fmt = "%.2f") {
-  if (v.is_null()) return "-";
+  if (v.is_null() || (v.is_number_float() && !std::isfinite(v.get<double>()))) return "-";
   if (v.is_string()) return v.get<std::string>();
   char buf[64];
   std::snprintf(buf, sizeof buf, fmt, v.get<double>());
@@ -155,6 +155,10 @@ std::string format_level(const nlohmann::ordered_json& j) {
                 num(j["request_throughput"]).c_str(), num(j["output_throughput"]).c_str(),
                 num(j["goodput"]).c_str());
   out += buf;
+  if (j["completed"] == 0) {  // no latency was measured: no table of empty statistics
+    out += "no request completed: no latency figures\n";
+    return out;
+  }
   std::snprintf(buf, sizeof buf, "%-14s %9s %9s %9s %9s %9s %9s\n", "(ms)", "mean", "p50", "p90",
                 "p95", "p99", "max");
   out += buf;
