@@ -12,6 +12,7 @@
 #include "server/http_worker_pool.h"
 #include "server/job_builder.h"
 #include "server/listen_address.h"
+#include "server/request_deadline.h"
 #include "server/routes/cors.h"
 #include "server/routes/fallback_route.h"
 #include "server/routes/generation_routes.h"
@@ -72,6 +73,7 @@ void HttpServer::bind() {
   // library): a burst of connections then overflows it and the kernel drops SYNs, which clients
   // retry only after a second. Linux lets listen() raise the backlog of a listening socket.
   if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
+  request_deadline::configure({options_.request_head_timeout_s, options_.request_body_timeout_s});
   bound_ = true;
   workers_ = std::make_unique<HttpWorkerPool>(static_cast<size_t>(std::max(options_.http_threads, 1)));
 }
@@ -117,6 +119,8 @@ void HttpServer::register_routes() {
 
   // Runs after the headers are read and before the body is.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_deadline::head_received(req.has_header("Content-Length") ? req.get_header_value("Content-Length") != "0"
+                                                                     : req.has_header("Transfer-Encoding"));
     if (const std::optional<HeaderRejection> rejection = check_request_headers(req, options_)) {
       answer_error(req, res, rejection->error);
       if (rejection->close_connection) res.set_header("Connection", "close");
@@ -137,6 +141,7 @@ void HttpServer::register_routes() {
   });
   // Any status >= 400 that no handler gave a body: no route, body too large while reading, ...
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_deadline::body_received();
     if (!res.body.empty()) return;
     if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes)) {
       answer_error(req, res, *error);
@@ -144,6 +149,7 @@ void HttpServer::register_routes() {
   });
   // Handlers report errors by throwing ApiError; anything else is a 500.
   s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    request_deadline::body_received();
     try {
       std::rethrow_exception(ep);
     } catch (const ApiError& e) {
@@ -155,6 +161,7 @@ void HttpServer::register_routes() {
   // Runs once the response is written. Generation responses that reached the engine are counted
   // by record_request; error log lines were written by answer_error.
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    request_deadline::response_sent();  // the deadline for the next request's head starts now
     if (!reached_engine(req, res)) metrics_.record_http_status(res.status);
   });
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "server/openai_request.h"
+#include "server/request_deadline.h"
 
 namespace qs {
 
@@ -22,6 +23,7 @@ nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
     throw ApiError(415, "Content-Type must be application/json, got " + type, "", "invalid_request_error",
                    "unsupported_media_type");
   }
+  request_deadline::body_received();  // the body has arrived: its deadline no longer applies
   return parse_json_limited(req.body);  // 400 invalid_json, or json_too_deep past kMaxJsonDepth levels
 }
 
