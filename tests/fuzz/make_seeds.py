@@ -211,6 +211,23 @@ def head_seeds():
         put("request_head_fuzz", h)
 
 
+def grammar_seeds():
+    sources = [
+        (0, json.dumps({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                        "age": {"type": "integer", "minimum": 0}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}}},
+                        "required": ["name"], "additionalProperties": False})),
+        (0, json.dumps({"anyOf": [{"type": "number"}, {"type": "boolean"}, {"const": None}], "$defs": {}})),
+        (0, json.dumps({"$ref": "#/$defs/n", "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}}})),
+        (1, ""),
+        (2, r"[a-z]{1,5}(-[0-9]+)?\.(com|org)"),
+        (3, json.dumps(["yes", "no", "\u00e9t\u00e9"])),
+        (4, 'root ::= "{" ws pair ("," ws pair)* "}"\npair ::= [a-z]+ ":" ws value\nvalue ::= [0-9]+ | "true"\nws ::= [ \\t\\n]*'),
+    ]
+    for kind, text in sources:
+        picks = bytes((i * 7 + kind) % 256 for i in range(64))
+        put("grammar_fuzz", fdp_string(text.encode()) + picks + bytes([kind]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", default=os.path.join(REPO, ".cache/tokenizer-qwen3"))
@@ -223,6 +240,7 @@ def main():
     template_seeds(a.tokenizer)
     sse_seeds()
     head_seeds()
+    grammar_seeds()
     return 0
 
 
