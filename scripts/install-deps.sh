@@ -5,12 +5,14 @@
 # UI test (with npm playwright-core); prometheus provides promtool for the /metrics format check and
 # the alert-rule tests, yamllint lints deploy/. The deploy tests also need kubectl >= 1.27 with
 # kustomize v5, which Debian 12 does not package (its kubectl is 1.20): use the machine's kubectl.
+# clang + libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) build the fuzz targets.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev python3 python3-numpy
           libjs-marked node-dompurify libjs-highlight.js libjs-chart.js
           chromium prometheus yamllint
+          clang libclang-rt-14-dev
           )
 missing=()
 for p in "${packages[@]}"; do

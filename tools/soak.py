@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Soak test of `qwenserve serve` (scripts/soak.sh runs it): a mixed load at ~80% of the measured
+capacity for DURATION seconds, sampling the server every 10 s.
+
+Load (open loop, Poisson arrivals, one thread per request): 30% non-streamed chat, 20%
+completions, 25% streamed chat read to the end, 10% streamed requests cancelled after the first
+token (the client closes the connection), 15% multi-turn chats that resend a shared long prefix
+(prefix-cache hits). Capacity is measured first: requests of the same mix, --max-num-seqs at a
+time, for CAL seconds; the rate is 0.8 x completed / CAL.
+
+Every 10 s: RssAnon, threads (/proc/PID/status), open fds (/proc/PID/fd), /stats kv_blocks and
+the client-side P99 of the requests that completed in the window (end-to-end, ms).
+Pass (after a warm-up of max(30 s, 20% of DURATION)): RssAnon drifts < 5% (last sample vs first
+after warm-up; the mmapped weights are file-backed, not RssAnon), fds and threads do not grow
+(last <= first after warm-up; the HTTP worker threads all start at bind), P99 flat (the median
+P99 of the last third within 1.5x that of the first third after warm-up, plus 20 ms), no request
+failed other than the deliberate cancellations, and the server is alive at the end.
+
+Usage: tools/soak.py --bin build/release/qwenserve --model tiny.gguf --duration 120 [--out samples.tsv]
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+PREFIX = "You are a careful assistant. " * 40  # ~240 tokens shared by the multi-turn chats
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.latencies = []  # (end time, ms)
+        self.ok = 0
+        self.cancelled = 0
+        self.failed = []
+
+    def done(self, ms):
+        with self.lock:
+            self.ok += 1
+            self.latencies.append((time.monotonic(), ms))
+
+    def fail(self, what):
+        with self.lock:
+            self.failed.append(what)
+
+
+def post(port, path, body, stream=False, cancel_after_first=False, timeout=120):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    data = json.dumps(body)
+    conn.request("POST", path, data, {"Content-Type": "application/json"})
+    res = conn.getresponse()
+    if res.status != 200:
+        text = res.read()[:200]
+        conn.close()
+        return res.status, text
+    if not stream:
+        res.read()
+        conn.close()
+        return 200, b""
+    while True:
+        line = res.fp.readline()
+        if not line:
+            break
+        if cancel_after_first and line.startswith(b"data: {"):
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.close()
+            return "cancelled", b""
+        if line.strip() == b"data: [DONE]":
+            break
+    conn.close()
+    return 200, b""
+
+
+def one_request(port, rng, stats):
+    kind = rng.random()
+    n = rng.randint(8, 32)
+    word = f"w{rng.randint(0, 10**6)}"
+    t0 = time.monotonic()
+    try:
+        if kind < 0.30:
+            status, text = post(port, "/v1/chat/completions",
+                                {"messages": [{"role": "user", "content": f"Tell me about {word}."}], "max_tokens": n})
+        elif kind < 0.50:
+            status, text = post(port, "/v1/completions", {"prompt": f"Once upon a time {word}", "max_tokens": n})
+        elif kind < 0.75:
+            status, text = post(port, "/v1/chat/completions",
+                                {"messages": [{"role": "user", "content": f"Stream {word}"}], "max_tokens": n, "stream": True},
+                                stream=True)
+        elif kind < 0.85:
+            status, text = post(port, "/v1/chat/completions",
+                                {"messages": [{"role": "user", "content": f"Cancel {word}"}], "max_tokens": 64, "stream": True},
+                                stream=True, cancel_after_first=True)
+        else:
+            msgs = [{"role": "system", "content": PREFIX}, {"role": "user", "content": "First question?"},
+                    {"role": "assistant", "content": "A first answer."}, {"role": "user", "content": f"And {word}?"}]
+            status, text = post(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": n})
+    except Exception as e:  # noqa: BLE001 - any client-side failure is a soak failure
+        stats.fail(f"{type(e).__name__}: {e}")
+        return
+    if status == "cancelled":
+        with stats.lock:
+            stats.cancelled += 1
+    elif status == 200:
+        stats.done((time.monotonic() - t0) * 1000)
+    else:
+        stats.fail(f"HTTP {status}: {text!r}")
+
+
+def proc_sample(pid):
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.strip()
+    rss_anon_kb = int(fields["RssAnon"].split()[0])
+    threads = int(fields["Threads"])
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    return rss_anon_kb, threads, fds
+
+
+def get_json(port, path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path)
+    body = conn.getresponse().read()
+    conn.close()
+    return json.loads(body)
+
+
+def p99(values):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    k = (len(values) - 1) * 0.99
+    lo = int(k)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def drive(port, rate, seconds, stats, rng, max_inflight=200):
+    """Open loop: Poisson arrivals at `rate` req/s for `seconds`; returns the threads started."""
+    threads = []
+    end = time.monotonic() + seconds
+    next_t = time.monotonic()
+    while next_t < end:
+        now = time.monotonic()
+        if next_t > now:
+            time.sleep(next_t - now)
+        threads = [t for t in threads if t.is_alive()]
+        if len(threads) < max_inflight:
+            t = threading.Thread(target=one_request, args=(port, random.Random(rng.random()), stats), daemon=True)
+            t.start()
+            threads.append(t)
+        next_t += rng.expovariate(rate)
+    return threads
+
+
+def calibrate(port, concurrency, seconds, rng):
+    stats = Stats()
+    stop = time.monotonic() + seconds
+
+    def worker(seed):
+        r = random.Random(seed)
+        while time.monotonic() < stop:
+            one_request(port, r, stats)
+
+    ts = [threading.Thread(target=worker, args=(rng.random(),)) for _ in range(concurrency)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return (stats.ok + stats.cancelled) / seconds
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--duration", type=float, required=True)
+    ap.add_argument("--max-num-seqs", type=int, default=8)
+    ap.add_argument("--calibrate", type=float, default=15)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    port = free_port()
+    server = subprocess.Popen([a.bin, "serve", "--model", a.model, "--port", str(port), "--threads", "2",
+                               "--max-num-seqs", str(a.max_num_seqs), "--log-format", "none"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(600):
+            try:
+                if get_json(port, "/health").get("status") == "ok":
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                    conn.request("GET", "/ready")
+                    if conn.getresponse().status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None:
+                sys.exit(f"server exited: {server.stderr.read().decode()[-2000:]}")
+            time.sleep(0.2)
+        capacity = calibrate(port, a.max_num_seqs, a.calibrate, rng)
+        rate = 0.8 * capacity
+        print(f"soak: capacity {capacity:.2f} req/s with {a.max_num_seqs} at a time; driving {rate:.2f} req/s "
+              f"for {a.duration:.0f} s", flush=True)
+        stats = Stats()
+        samples = []
+        t_start = time.monotonic()
+        driver = threading.Thread(target=lambda: samples.append(("threads", drive(port, rate, a.duration, stats, rng))))
+        driver.start()
+        header = "t_s\trss_anon_kb\tthreads\tfds\tkv_total\tkv_referenced\tkv_cached\tp99_ms\tcompleted\tfailed"
+        print(header, flush=True)
+        rows = []
+        last = t_start
+        while driver.is_alive() or time.monotonic() - t_start < a.duration:
+            time.sleep(max(0.0, last + 10 - time.monotonic()))
+            now = time.monotonic()
+            rss, threads, fds = proc_sample(server.pid)
+            kv = get_json(port, "/stats").get("kv_blocks", {})
+            with stats.lock:
+                window = [ms for (t, ms) in stats.latencies if last <= t < now]
+                ok, failed = stats.ok, len(stats.failed)
+            row = (round(now - t_start), rss, threads, fds, kv.get("total"), kv.get("referenced"), kv.get("cached"),
+                   round(p99(window), 1), ok, failed)
+            rows.append(row)
+            print("\t".join(str(x) for x in row), flush=True)
+            last = now
+            if now - t_start >= a.duration and not driver.is_alive():
+                break
+        driver.join()
+        for t in samples[0][1] if samples else []:
+            t.join(timeout=60)
+        # Settled: nothing referenced once the load is gone.
+        time.sleep(2)
+        kv = get_json(port, "/stats").get("kv_blocks", {})
+        rss, threads, fds = proc_sample(server.pid)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(header + "\n" + "\n".join("\t".join(str(x) for x in r) for r in rows) + "\n")
+        warm = max(30.0, 0.2 * a.duration)
+        after = [r for r in rows if r[0] >= warm] or rows[-1:]
+        first, lastrow = after[0], rows[-1]
+        drift = (lastrow[1] - first[1]) / first[1]
+        third = max(1, len(after) // 3)
+        p_first = statistics.median([r[7] for r in after[:third] if r[7] == r[7]] or [0])
+        p_last = statistics.median([r[7] for r in after[-third:] if r[7] == r[7]] or [0])
+        verdict = {
+            "rss_anon_drift_pct": round(100 * drift, 2),
+            "fds": [first[3], lastrow[3], fds], "threads": [first[2], lastrow[2], threads],
+            "p99_ms_first_third": p_first, "p99_ms_last_third": p_last,
+            "completed": stats.ok, "cancelled": stats.cancelled, "failed": len(stats.failed),
+            "kv_after": kv,
+        }
+        problems = []
+        if abs(drift) >= 0.05:
+            problems.append(f"RssAnon drifted {100 * drift:.1f}% after warm-up")
+        if fds > first[3]:
+            problems.append(f"open fds grew {first[3]} -> {fds}")
+        if threads > first[2]:
+            problems.append(f"threads grew {first[2]} -> {threads}")
+        if p_last > 1.5 * p_first + 20:
+            problems.append(f"P99 rose {p_first:.0f} -> {p_last:.0f} ms")
+        if stats.failed:
+            problems.append(f"{len(stats.failed)} requests failed, e.g. {stats.failed[:3]}")
+        if kv.get("referenced") != 0:
+            problems.append(f"KV blocks still referenced after the load: {kv}")
+        if server.poll() is not None:
+            problems.append(f"server exited with {server.returncode}")
+        print("soak: " + json.dumps(verdict), flush=True)
+        if problems:
+            print("soak: FAIL: " + "; ".join(problems), flush=True)
+            return 1
+        print("soak: PASS", flush=True)
+        return 0
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
