@@ -208,6 +208,49 @@
     setText('stat-waiting', fmtInt(num(stats && stats.waiting)));
     const kv = kvPercent(stats);
     setText('stat-kv', kv === null ? '—' : `${kv.toFixed(0)} %`);
+    updatePromises(stats);
+  }
+
+  // Issue 12: SLO attainment and burn rate (objective 99%: burn = missed share / 1%), the TTFT
+  // prediction error, the response cache hit rate, the degraded share and the slowest requests.
+  const share = (part, total) => (total > 0 ? part / total : null);
+  const fmtPct = (v) => (v === null ? '—' : `${(100 * v).toFixed(1)} %`);
+
+  function updatePromises(stats) {
+    const slo = (stats && stats.slo) || {};
+    const ttftTotal = (num(slo.ttft_met) || 0) + (num(slo.ttft_missed) || 0);
+    const missed = share(num(slo.ttft_missed) || 0, ttftTotal);
+    setText('stat-slo-ttft', num(slo.ttft_s) ? fmtPct(missed === null ? null : 1 - missed) : 'off');
+    setText('stat-slo-burn', missed === null ? '—' : `${(missed / 0.01).toFixed(1)}×`);
+    const itlTotal = (num(slo.itl_met) || 0) + (num(slo.itl_missed) || 0);
+    setText('stat-slo-itl', num(slo.itl_s) ? fmtPct(share(num(slo.itl_met) || 0, itlTotal)) : 'off');
+    const err = (stats && stats.prediction_error_ms) || {};
+    for (const q of ['p10', 'p50', 'p90']) setText(`stat-pred-${q}`, fmtMs(num(err[q])));
+    const cache = (stats && stats.response_cache) || {};
+    const lookups = (num(cache.hit) || 0) + (num(cache.miss) || 0);
+    setText('stat-cache-hit', fmtPct(share(num(cache.hit) || 0, lookups)));
+    const degraded = (stats && stats.degraded) || {};
+    setText('stat-degraded', degraded.now ? 'on' : 'off');
+    setText('stat-degraded-requests', fmtPct(num(degraded.share)));
+    renderSlowest((stats && stats.slowest) || []);
+  }
+
+  function renderSlowest(rows) {
+    const body = document.getElementById('slowest-body');
+    if (!body) return;
+    const cells = (r) => [r.id, fmtMs(num(r.e2e_ms)), fmtMs(num(r.queue_ms)), fmtMs(num(r.prefill_ms)),
+      fmtMs(num(r.decode_ms)), fmtMs(num(r.predicted_ttft_ms)), fmtInt(num(r.cached_tokens)),
+      fmtInt(num(r.preemptions)), r.cache || '', r.degraded ? 'yes' : ''];
+    body.replaceChildren(...rows.map((r) => {
+      const tr = document.createElement('tr');
+      for (const c of cells(r)) {
+        const td = document.createElement('td');
+        td.textContent = c;
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+    body.dataset.rows = String(rows.length);
   }
 
   function lastStats() {

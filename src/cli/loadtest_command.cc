@@ -2,6 +2,7 @@
 // benchmarks/benchmark_serving.py). Metric definitions: src/loadtest/report.h; percentiles:
 // src/loadtest/statistics.h; request timing: src/loadtest/sse_client.h.
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -192,7 +193,16 @@ int run_loadtest(const LoadtestOptions& opt) {
   }
   const loadtest::TokenCounter counter = make_token_counter(opt, endpoint);
   if (opt.warmup > 0) run_warmup(opt, endpoint, counter);
-  const loadtest::SloOptions slo{opt.slo_ttft_ms, opt.slo_itl_ms};
+  loadtest::SloOptions slo{opt.slo_ttft_ms, opt.slo_itl_ms};
+  if (!slo.ttft_ms && !slo.itl_ms) {
+    // Goodput against the server's own SLOs (qwenserve exports them in /metrics).
+    loadtest::StreamClient probe(endpoint);
+    slo = loadtest::slo_from_metrics(probe.metrics_text());
+    if ((slo.ttft_ms || slo.itl_ms) && !opt.quiet) {
+      std::fprintf(stderr, "goodput SLO from the server: ttft %s ms, itl %s ms\n",
+                   slo.ttft_ms ? std::to_string(*slo.ttft_ms).c_str() : "-", slo.itl_ms ? std::to_string(*slo.itl_ms).c_str() : "-");
+    }
+  }
   size_t total_ok = 0;
   std::string first_error;
   for (size_t i = 0; i < levels.size(); ++i) {

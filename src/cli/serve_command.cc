@@ -50,6 +50,7 @@ struct ServeOptions {
   double shutdown_grace_s = 30;
   double keepalive_s = 5;
   std::string metrics_compat = "none";  // "vllm": /metrics also writes vLLM's names
+  std::string response_cache_size = "0";  // --response-cache-size (parse_byte_size)
   CLI::Option* max_batched_tokens_option = nullptr;
   CLI::Option* batch_size_option = nullptr;
 };
@@ -91,6 +92,11 @@ void check_configuration(ServeOptions& opt) {
   opt.server.served_model_aliases.assign(opt.served_model_names.begin() + 1, opt.served_model_names.end());
   // One HTTP thread per running or waiting request plus spares (see http_worker_pool.h).
   opt.server.http_threads = http_worker_threads(opt.engine.max_num_seqs, opt.engine.max_queue);
+  try {
+    opt.server.response_cache_bytes = parse_byte_size(opt.response_cache_size);
+  } catch (const Error& e) {
+    throw Error(std::string("--response-cache-size: ") + e.what());
+  }
   if (!opt.kv_cache_memory.empty()) {
     const size_t budget = parse_byte_size(opt.kv_cache_memory);
     check_kv_budget_fits(budget, physical_memory_bytes(), available_memory_bytes());
@@ -157,6 +163,11 @@ int run_serve(ServeOptions opt) {
     engine_options.prefix_caching = !opt.no_prefix_cache;
     engine_options.guard.enabled = !opt.no_output_guard;
     engine_options.thread_nice = kComputeNice;
+    if (opt.server.response_cache_bytes > 0 && !backend->batch_invariant()) {
+      throw Error("--response-cache-size: the " + backend->describe() +
+                  " backend is not batch-invariant (a response depends on what else runs in its batch), so "
+                  "cached responses could differ from fresh ones; run without --response-cache-size");
+    }
     stage = "preparing the backend";
     backend->prepare(config, model->weights,
                      BackendLimits{std::min<int64_t>(engine_options.max_batched_tokens, ctx), ctx,
@@ -176,6 +187,7 @@ int run_serve(ServeOptions opt) {
     export_options.kv_block_size = kKvBlockSize;
     export_options.kv_blocks = backend->kv_blocks();
     metrics::ServerMetrics metrics(metrics::steady_clock_now, {}, export_options);
+    metrics.set_slo(opt.server.slo_ttft_ms / 1000.0, opt.server.slo_itl_ms / 1000.0);
     opt.server.keepalive_ms = static_cast<int64_t>(opt.keepalive_s * 1000);
     stage = "starting the HTTP server";
     HttpServer server(opt.server, engine, *tokenizer, chat_template, metrics);
@@ -295,6 +307,22 @@ Command register_serve(CLI::App& app) {
                  "vllm: /metrics also writes vLLM's names (vllm:num_requests_waiting, ...) with a model_name "
                  "label, for the llm-d Endpoint Picker's default engine and vLLM dashboards")
       ->check(CLI::IsMember({"none", "vllm"}))->capture_default_str();
+  app.add_option("--slo-ttft-ms", s.slo_ttft_ms,
+                 "TTFT SLO in ms: a request whose predicted time to first token exceeds it gets 429 with "
+                 "Retry-After at once (a request's \"slo_ttft_ms\" overrides it; 0: off)")
+      ->check(kNonNegative)->capture_default_str();
+  app.add_option("--slo-itl-ms", s.slo_itl_ms, "Mean inter-token latency SLO in ms, for goodput metrics (0: off)")
+      ->check(kNonNegative)->capture_default_str();
+  app.add_option("--response-cache-size", opt->response_cache_size,
+                 "Bytes of exact-match response cache for deterministic requests, e.g. 64MiB (0: off; needs a "
+                 "batch-invariant backend)");
+  app.add_option("--degrade-at-kv", s.degrade_at_kv,
+                 "Degrade service (lower default max_tokens, no thinking) while this fraction of KV blocks is in use (0: off)")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--degrade-at-queue", s.degrade_at_queue, "Degrade service while this many requests wait (0: off)")
+      ->check(kNonNegative)->capture_default_str();
+  app.add_option("--degraded-max-tokens", s.degraded_max_tokens, "Default max_tokens while degraded")
+      ->check(kPositive)->capture_default_str();
   app.add_option("--keepalive", opt->keepalive_s, "Seconds between SSE keep-alive comments")->check(kPositive)->capture_default_str();
   app.add_option("--shutdown-grace", opt->shutdown_grace_s, "Seconds in-flight requests may finish after SIGTERM")->check(kNonNegative)->capture_default_str();
   return [opt] { return run_serve(*opt); };

@@ -105,6 +105,8 @@ SubmitResult Engine::try_submit(EngineRequest request, QueueSlot* slot) {
       return result;
     }
     result.stream = seq->stream;
+    incoming_seqs_.fetch_add(1);
+    incoming_tokens_.fetch_add(seq->n_prompt);
     incoming_.push_back(std::move(seq));
     n_in_flight_.fetch_add(1);
     if (reserved) {
@@ -144,7 +146,47 @@ EngineStats Engine::stats() const {
   return s;
 }
 
+LoadSnapshot Engine::load_snapshot() const {
+  LoadSnapshot s;
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mutex_);
+    s = snapshot_;
+  }
+  s.incoming_sequences = incoming_seqs_.load();
+  s.incoming_tokens = incoming_tokens_.load();
+  return s;
+}
+
+void Engine::publish_load() {
+  LoadSnapshot s;
+  s.max_num_seqs = options_.max_num_seqs;
+  s.running = static_cast<int64_t>(scheduler_.running().size());
+  for (const SchedSequence* seq : scheduler_.running()) {
+    s.running_prefill_tokens += std::max<int64_t>(seq->n_remaining() - 1, 0);
+    const auto& e = static_cast<const EngineSequence&>(*seq);
+    s.running_remaining_tokens.push_back(std::max<int64_t>(e.request.max_tokens - e.n_output(), 0));
+  }
+  std::sort(s.running_remaining_tokens.begin(), s.running_remaining_tokens.end());
+  for (const SchedSequence* seq : scheduler_.waiting()) {
+    const auto add = [&](std::vector<std::pair<int32_t, int64_t>>& v, int64_t n) {
+      auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(seq->priority, INT64_MIN));
+      if (it == v.end() || it->first != seq->priority) it = v.insert(it, {seq->priority, 0});
+      it->second += n;
+    };
+    add(s.waiting_tokens_by_priority, static_cast<int64_t>(seq->tokens.size()));
+    add(s.waiting_count_by_priority, 1);
+  }
+  const int64_t n_decode = std::max<int64_t>(s.running, 1);
+  s.decode_step_s = prefill_budget_.decode_step_s(n_decode);
+  s.prefill_token_s = snapshot_.prefill_token_s;  // learned in step() (engine thread: the only writer)
+  s.prefill_tokens_per_step = s.running > 0 ? prefill_budget_.tokens_with_decode(n_decode) : options_.max_batched_tokens;
+  s.prefix_hit_ratio = cache_queries_ > 0 ? static_cast<double>(cache_hits_) / static_cast<double>(cache_queries_) : 0.0;
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  snapshot_ = std::move(s);
+}
+
 void Engine::publish_stats() {
+  publish_load();
   n_running_.store(static_cast<int64_t>(scheduler_.running().size()));
   n_referenced_.store(blocks_.n_referenced());
   n_cached_.store(blocks_.n_cached_unreferenced());
@@ -207,6 +249,8 @@ void Engine::loop() {
       }
       if (stop_) break;
       while (!incoming_.empty()) {
+        incoming_seqs_.fetch_sub(1);
+        incoming_tokens_.fetch_sub(incoming_.front()->n_prompt);
         scheduler_.add(incoming_.front().get());
         sequences_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();

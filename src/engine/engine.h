@@ -24,6 +24,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/step_runner.h"
+#include "engine/ttft_predictor.h"
 #include "kv/block_manager.h"
 #include "tokenizer/tokenizer.h"
 
@@ -116,6 +117,9 @@ class Engine {
 
   /// Published after every step (and on submission for `waiting`).
   EngineStats stats() const;
+  /// The load as of the last step (ttft_predictor.h) plus what was submitted since. Never waits
+  /// for a step: the engine holds the snapshot's mutex only to replace it. Thread-safe.
+  LoadSnapshot load_snapshot() const;
   /// Tokens one sequence may hold: the backend's context limit, capped by the KV cache size.
   int64_t context_tokens() const;
   const EngineOptions& options() const { return options_; }
@@ -130,6 +134,7 @@ class Engine {
   void emit_token(EngineSequence& seq, const StepOutput& out, int32_t row);
   bool token_is_blank(int32_t token);
   void publish_stats();
+  void publish_load();  // the LoadSnapshot for load_snapshot()
 
   Backend& backend_;
   const Tokenizer& tokenizer_;
@@ -160,6 +165,9 @@ class Engine {
   std::atomic<int64_t> preemptions_pub_{0}, cache_queries_pub_{0}, cache_hits_pub_{0}, prefill_pub_{0};
   std::atomic<double> forward_s_pub_{0}, output_s_pub_{0};
   std::atomic<int64_t> steps_pub_{0};
+  std::atomic<int64_t> incoming_seqs_{0}, incoming_tokens_{0};  // submitted, not yet in the scheduler
+  mutable std::mutex snapshot_mutex_;
+  LoadSnapshot snapshot_;  // guarded by snapshot_mutex_
   std::thread thread_;
 };
 

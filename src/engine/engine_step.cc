@@ -102,6 +102,16 @@ bool Engine::step() {
   }
   const StepOutput& out = step_runner_.run();
   prefill_budget_.record(n_decode, n_prefill, step_runner_.last_forward_seconds());
+  // Seconds per prefill token for TTFT prediction (ttft_predictor.h): only from steps with enough
+  // prefill tokens that the fixed per-step cost (and the warm-up's first touch of the weights)
+  // does not dominate, less the decode part of the step; weight 1/4 on the newest sample.
+  if (n_prefill >= 16) {
+    const double decode_part = n_decode > 0 ? prefill_budget_.decode_step_s(n_decode) : 0.0;
+    const double sample = std::max(0.0, step_runner_.last_forward_seconds() - decode_part) / static_cast<double>(n_prefill);
+    std::lock_guard<std::mutex> lock(snapshot_mutex_);
+    double& cost = snapshot_.prefill_token_s;
+    cost = cost > 0 ? 0.75 * cost + 0.25 * sample : sample;
+  }
   scheduler_.commit(plan);
   const auto output_start = SteadyClock::now();
   for (const auto& [seq, row] : logits_owners) emit_token(*seq, out, row);

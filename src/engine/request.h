@@ -28,6 +28,7 @@ struct EngineRequest {
   bool skip_special_tokens = true;        // drop special tokens from the text
   SteadyClock::time_point arrival = SteadyClock::now();
   double timeout_s = 0;                   // > 0: arrival + timeout_s ends it with kTimeout
+  int32_t priority = 0;                   // queue order: lower is sooner, ties FIFO (vLLM's)
 };
 
 /// Why a request failed (EngineEvent::kError) or was turned away at submission; the server maps

@@ -23,7 +23,12 @@ Scheduler::Scheduler(BlockManager& blocks, SchedulerOptions options) : blocks_(b
   }
 }
 
-void Scheduler::add(SchedSequence* seq) { waiting_.push_back(seq); }
+void Scheduler::add(SchedSequence* seq) {
+  // Preempted sequences sit at the front whatever their class; a newcomer never passes them.
+  auto it = waiting_.end();
+  while (it != waiting_.begin() && (*(it - 1))->priority > seq->priority && (*(it - 1))->n_preemptions == 0) --it;
+  waiting_.insert(it, seq);
+}
 
 void Scheduler::remove(SchedSequence* seq) {
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) {

@@ -7,7 +7,7 @@
 //      of the waiting queue, and on readmission prompt + generated tokens are prefilled again);
 //   2. prefill: running sequences still prefilling get chunks from what is left of the
 //      `max_batched_tokens` budget (chunked prefill, Sarathi-Serve / vLLM);
-//   3. admission: waiting sequences (FIFO) join while a sequence slot, token budget and blocks
+//   3. admission: waiting sequences (priority order, FIFO within a priority) join while a sequence slot, token budget and blocks
 //      for all their tokens are there; their longest cached prefix (full blocks) is reused and
 //      at least one token is always computed so the step yields logits.
 // Blocks are allocated lazily: a sequence holds blocks for the tokens it has, never for
@@ -36,6 +36,7 @@ struct SchedSequence {
   int64_t n_prefill_computed = 0;       // prompt tokens actually computed (recomputes included)
   int64_t n_preemptions = 0;
   bool admitted_once = false;
+  int32_t priority = 0;                 // queue order: lower is sooner, ties FIFO (vLLM's priority)
 
   int64_t n_remaining() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
 };
@@ -66,7 +67,8 @@ class Scheduler {
   /// `blocks` must outlive the scheduler.
   Scheduler(BlockManager& blocks, SchedulerOptions options);
 
-  /// Queues a new sequence at the back of the waiting queue.
+  /// Queues a new sequence behind every waiting sequence of its priority or a lower (sooner) one
+  /// and ahead of the later classes: priority order, FIFO within a class.
   void add(SchedSequence* seq);
   /// Removes a finished / cancelled / failed sequence from whichever queue holds it and releases
   /// its blocks. A sequence not held is ignored.

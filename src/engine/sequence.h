@@ -34,6 +34,7 @@ struct EngineSequence : SchedSequence {
     sampling.n_logprobs = request.top_logprobs;
     tokens = request.prompt_ids;
     n_prompt = static_cast<int64_t>(tokens.size());
+    priority = request.priority;
     if (request.timeout_s > 0) {
       deadline = request.arrival + std::chrono::duration_cast<SteadyClock::duration>(
                                        std::chrono::duration<double>(request.timeout_s));

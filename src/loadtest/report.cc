@@ -1,7 +1,10 @@
 #include "loadtest/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <utility>
 #include <map>
 
 #include "loadtest/statistics.h"
@@ -34,6 +37,25 @@ double max_itl(const RequestRecord& r) {
 
 }  // namespace
 
+SloOptions slo_from_metrics(const std::string& text) {
+  SloOptions slo;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    for (const auto& [name, target] : {std::pair<std::string, std::optional<double>*>{"qwenserve_slo_ttft_seconds ", &slo.ttft_ms},
+                                       {"qwenserve_slo_itl_seconds ", &slo.itl_ms}}) {
+      if (line.rfind(name, 0) != 0) continue;
+      char* parsed_end = nullptr;
+      const double seconds = std::strtod(line.c_str() + name.size(), &parsed_end);
+      if (parsed_end != line.c_str() + name.size() && std::isfinite(seconds) && seconds > 0) *target = seconds * 1000.0;
+    }
+  }
+  return slo;
+}
+
 bool meets_slo(const RequestRecord& r, const SloOptions& slo) {
   if (!r.ok()) return false;
   if (slo.ttft_ms && !(r.ttft_ms <= *slo.ttft_ms)) return false;  // NaN TTFT fails
@@ -43,6 +65,7 @@ bool meets_slo(const RequestRecord& r, const SloOptions& slo) {
 
 nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& slo) {
   std::vector<double> ttft, tpot, itl, e2e;
+  std::vector<double> rejected_e2e, server_queue, server_prefill, server_decode, prediction_error;
   std::map<int, std::vector<double>> ttft_by_turn;
   std::map<std::string, size_t> errors;
   size_t completed = 0, good = 0;
@@ -50,7 +73,15 @@ nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& sl
   for (const RequestRecord& r : level.records) {
     if (!r.ok()) {
       ++errors[r.status];
+      if (r.status == "429") rejected_e2e.push_back(r.e2e_ms);
       continue;
+    }
+    if (!std::isnan(r.server_queue_ms)) server_queue.push_back(r.server_queue_ms);
+    if (!std::isnan(r.server_prefill_ms)) server_prefill.push_back(r.server_prefill_ms);
+    if (!std::isnan(r.server_decode_ms)) server_decode.push_back(r.server_decode_ms);
+    if (!std::isnan(r.server_predicted_ttft_ms) && !std::isnan(r.server_queue_ms) && !std::isnan(r.server_prefill_ms)) {
+      // Server-measured TTFT (queue + prefill) minus the admission's prediction.
+      prediction_error.push_back(r.server_queue_ms + r.server_prefill_ms - r.server_predicted_ttft_ms);
     }
     ++completed;
     if (meets_slo(r, slo)) ++good;
@@ -86,6 +117,23 @@ nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& sl
   j["tpot_ms"] = summary_json(summarize(tpot));
   j["itl_ms"] = summary_json(summarize(itl));
   j["e2e_ms"] = summary_json(summarize(e2e));
+  j["rejected_429"] = rejected_e2e.size();
+  j["rejected_429_share"] = level.records.empty() ? 0.0 : static_cast<double>(rejected_e2e.size()) / static_cast<double>(level.records.size());
+  j["rejected_429_e2e_ms"] = summary_json(summarize(rejected_e2e));
+  if (!server_queue.empty()) {
+    // The breakdown the server reports (qwenserve's "timings"), and its TTFT prediction error.
+    j["server_queue_ms"] = summary_json(summarize(server_queue));
+    j["server_prefill_ms"] = summary_json(summarize(server_prefill));
+    j["server_decode_ms"] = summary_json(summarize(server_decode));
+    std::sort(prediction_error.begin(), prediction_error.end());
+    nlohmann::ordered_json pe;
+    pe["count"] = prediction_error.size();
+    for (const auto& [name, q] : {std::pair<const char*, double>{"p10", 10.0}, {"p50", 50.0}, {"p90", 90.0}}) {
+      pe[name] = prediction_error.empty() ? nlohmann::ordered_json(nullptr)
+                                          : nlohmann::ordered_json(percentile_sorted(prediction_error, q));
+    }
+    j["ttft_prediction_error_ms"] = pe;
+  }
   if (level.turns_per_user > 1) {
     nlohmann::ordered_json by_turn = nlohmann::ordered_json::object();
     for (auto& [turn, values] : ttft_by_turn) {
@@ -163,6 +211,14 @@ std::string format_level(const nlohmann::ordered_json& j) {
                 "p95", "p99", "max");
   out += buf;
   for (const char* key : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) summary_row(out, key, j[key]);
+  if (j.value("rejected_429", 0) > 0) summary_row(out, "429 e2e", j["rejected_429_e2e_ms"]);
+  if (j.contains("server_queue_ms")) {
+    for (const char* key : {"server_queue_ms", "server_prefill_ms", "server_decode_ms"}) summary_row(out, key, j[key]);
+    const auto& pe = j["ttft_prediction_error_ms"];
+    std::snprintf(buf, sizeof buf, "ttft prediction error (measured - predicted, ms): p10 %s  p50 %s  p90 %s\n",
+                  num(pe["p10"]).c_str(), num(pe["p50"]).c_str(), num(pe["p90"]).c_str());
+    out += buf;
+  }
   if (j.contains("ttft_ms_by_turn")) {
     for (const auto& [turn, s] : j["ttft_ms_by_turn"].items()) summary_row(out, "ttft turn " + turn, s);
   }

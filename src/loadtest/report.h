@@ -41,6 +41,12 @@ struct SloOptions {
   std::optional<double> itl_ms;
 };
 
+// The SLOs a qwenserve server exports in its /metrics text (qwenserve_slo_ttft_seconds,
+// qwenserve_slo_itl_seconds, in ms; a gauge that is 0 or absent gives nullopt). loadtest uses them
+// when neither --slo-ttft-ms nor --slo-itl-ms is given, so goodput is measured against the
+// server's own promise.
+SloOptions slo_from_metrics(const std::string& metrics_text);
+
 // True when the request completed and meets the SLOs (see above).
 bool meets_slo(const RequestRecord& r, const SloOptions& slo);
 

@@ -86,6 +86,17 @@ bool apply_chunk(const nlohmann::json& chunk, bool chat, Clock::time_point sent,
     const auto finish = choice.find("finish_reason");
     if (finish != choice.end() && finish->is_string()) record.finish_reason = finish->get<std::string>();
   }
+  const auto timings = chunk.find("timings");
+  if (timings != chunk.end() && timings->is_object()) {
+    const auto ms = [&](const char* name) {
+      const auto it = timings->find(name);
+      return it != timings->end() && it->is_number() ? it->get<double>() : std::nan("");
+    };
+    record.server_queue_ms = ms("queue_ms");
+    record.server_prefill_ms = ms("prefill_ms");
+    record.server_decode_ms = ms("decode_ms");
+    record.server_predicted_ttft_ms = ms("predicted_ttft_ms");
+  }
   const auto usage = chunk.find("usage");
   if (usage != chunk.end() && usage->is_object()) {
     if (usage->contains("completion_tokens") && (*usage)["completion_tokens"].is_number_integer()) {
@@ -104,6 +115,7 @@ StreamClient::StreamClient(const EndpointConfig& config) : config_(config) {
   const std::string root = has_v1 ? prefix.substr(0, prefix.size() - 3) : prefix;
   path_ = root + "/v1" + (config.chat ? "/chat/completions" : "/completions");
   tokenize_path_ = root + "/tokenize";
+  metrics_path_ = root + "/metrics";
   client_ = std::make_unique<httplib::Client>(host);
   if (!client_->is_valid()) throw Error("--url '" + config.url + "': unsupported URL");
   client_->set_keep_alive(true);
@@ -117,6 +129,11 @@ StreamClient::StreamClient(const EndpointConfig& config) : config_(config) {
 
 StreamClient::~StreamClient() = default;
 
+std::string StreamClient::metrics_text() {
+  const auto res = client_->Get(metrics_path_);
+  return res && res->status == 200 ? res->body : std::string();
+}
+
 nlohmann::json StreamClient::request_body(const nlohmann::json& messages, const std::string& prompt,
                                           int max_tokens) const {
   nlohmann::json body;
@@ -128,7 +145,8 @@ nlohmann::json StreamClient::request_body(const nlohmann::json& messages, const 
   }
   body["max_tokens"] = max_tokens;
   body["stream"] = true;
-  body["stream_options"] = {{"include_usage", true}};
+  // include_timings: qwenserve's latency breakdown on the last chunk (other servers ignore it).
+  body["stream_options"] = {{"include_usage", true}, {"include_timings", true}};
   // Ask for exactly max_tokens where the server supports it (vLLM); others ignore these fields.
   body["ignore_eos"] = true;
   body["min_tokens"] = max_tokens;

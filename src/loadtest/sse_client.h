@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -52,6 +53,12 @@ struct RequestRecord {
   std::string error;        // empty when fine
   std::string finish_reason;
   std::string text;         // generated text (used for multi-turn history; not dumped)
+  // The server's latency breakdown ("timings" of the last chunk, qwenserve with
+  // stream_options.include_timings), ms; NaN when the server sent none.
+  double server_queue_ms = std::nan("");
+  double server_prefill_ms = std::nan("");
+  double server_decode_ms = std::nan("");
+  double server_predicted_ttft_ms = std::nan("");
 
   bool ok() const { return error.empty() && status == "200"; }
 };
@@ -74,6 +81,9 @@ class StreamClient {
   // {"tokens": [...]}); nullopt when the route is missing or fails (then never asked again).
   std::optional<int> count_tokens(const std::string& text);
 
+  // Body of GET /metrics on the server root; empty when it fails or is not 200.
+  std::string metrics_text();
+
   // Generation path, e.g. "/v1/chat/completions".
   const std::string& path() const { return path_; }
 
@@ -84,6 +94,7 @@ class StreamClient {
   EndpointConfig config_;
   std::string path_;
   std::string tokenize_path_;
+  std::string metrics_path_;
   std::unique_ptr<httplib::Client> client_;
   bool tokenize_unavailable_ = false;
 };

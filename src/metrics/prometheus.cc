@@ -141,6 +141,10 @@ Counter& LabeledCounter::with(std::string_view label_value) {
   return *it->second;
 }
 
+Counter& LabeledCounter::with(std::string_view label_value, std::string_view second_value) {
+  return with(std::string(label_value) + '\x1f' + std::string(second_value));
+}
+
 std::uint64_t LabeledCounter::value(std::string_view label_value) const {
   std::shared_lock lock(mutex_);
   auto it = children_.find(label_value);
@@ -151,8 +155,13 @@ void LabeledCounter::append_samples(std::string& out, const std::string& name,
                                     std::string_view const_labels) const {
   std::shared_lock lock(mutex_);
   for (const auto& [label_value, counter] : children_) {
-    append_sample(out, name, join_labels(const_labels, label_pair(label_name_, label_value)),
-                  std::to_string(counter->value()));
+    std::string labels = label_pair(label_name_, label_value);
+    if (!second_label_name_.empty()) {
+      const size_t cut = label_value.find('\x1f');
+      labels = join_labels(label_pair(label_name_, std::string_view(label_value).substr(0, cut)),
+                           label_pair(second_label_name_, std::string_view(label_value).substr(cut + 1)));
+    }
+    append_sample(out, name, join_labels(const_labels, labels), std::to_string(counter->value()));
   }
 }
 
@@ -259,13 +268,16 @@ Counter& MetricsRegistry::add_counter(const std::string& name, const std::string
 }
 
 LabeledCounter& MetricsRegistry::add_labeled_counter(const std::string& name, const std::string& help,
-                                                     const std::string& label_name) {
+                                                     const std::string& label_name,
+                                                     const std::string& second_label_name) {
   validate_label_name(name, label_name);
+  if (!second_label_name.empty()) validate_label_name(name, second_label_name);
   std::lock_guard lock(mutex_);
-  auto counter = std::make_unique<LabeledCounter>(label_name);
+  auto counter = std::make_unique<LabeledCounter>(label_name, second_label_name);
   LabeledCounter& ref = *counter;
   Family& family = add_family(name, help, {});
   family.label_names.push_back(label_name);
+  if (!second_label_name.empty()) family.label_names.push_back(second_label_name);
   family.metric = std::move(counter);
   return ref;
 }

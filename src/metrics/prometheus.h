@@ -63,11 +63,14 @@ class Counter {
 /// A family of counters distinguished by the value of one label (e.g. status="200").
 class LabeledCounter {
  public:
-  explicit LabeledCounter(std::string label_name) : label_name_(std::move(label_name)) {}
+  explicit LabeledCounter(std::string label_name, std::string second_label_name = {})
+      : label_name_(std::move(label_name)), second_label_name_(std::move(second_label_name)) {}
 
   /// The child counter for `label_value`, created at zero on first use. The reference stays valid
   /// for the lifetime of this object, so hot paths may cache it.
   Counter& with(std::string_view label_value);
+  /// The child for (`label_value`, `second_value`) of a family with two labels.
+  Counter& with(std::string_view label_value, std::string_view second_value);
 
   /// Current value for `label_value`; 0 when the child was never created.
   std::uint64_t value(std::string_view label_value) const;
@@ -80,6 +83,7 @@ class LabeledCounter {
 
  private:
   std::string label_name_;
+  std::string second_label_name_;  // empty: one label; else children are keyed "v1\x1fv2"
   mutable std::shared_mutex mutex_;
   std::map<std::string, std::unique_ptr<Counter>, std::less<>> children_;
 };
@@ -140,7 +144,7 @@ class MetricsRegistry {
 
   Counter& add_counter(const std::string& name, const std::string& help);
   LabeledCounter& add_labeled_counter(const std::string& name, const std::string& help,
-                                      const std::string& label_name);
+                                      const std::string& label_name, const std::string& second_label_name = {});
   /// A gauge; `const_labels` (e.g. an info metric's {{"block_size", "16"}}) go on its one sample.
   Gauge& add_gauge(const std::string& name, const std::string& help, const LabelSet& const_labels = {});
   Histogram& add_histogram(const std::string& name, const std::string& help,

@@ -57,7 +57,12 @@ std::string request_log_line(const RequestRecord& record, std::chrono::system_cl
       {"cached_tokens", record.cached_tokens},
       {"prefill_computed_tokens", record.prefill_computed_tokens},
       {"preemptions", record.preemptions},
+      {"prefill_ms", record.prefill_ms},
+      {"decode_ms", record.decode_ms},
+      {"predicted_ttft_ms", or_null(record.predicted_ttft_ms)},
+      {"degraded", record.degraded},
   };
+  if (!record.cache.empty()) line["cache"] = record.cache;
   if (record.error) line["error"] = *record.error;
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }

@@ -35,6 +35,15 @@ struct RequestRecord {
   std::int64_t cached_tokens = 0;          ///< prompt tokens served from the prefix cache
   std::int64_t prefill_computed_tokens = 0;  ///< prompt tokens actually computed (all choices)
   std::int64_t preemptions = 0;            ///< times a choice was preempted and recomputed
+  // Latency breakdown (issue 12): prefill_ms = admitted -> first token (ttft_ms - queue_ms),
+  // decode_ms = first -> last token.
+  double prefill_ms = 0.0;
+  double decode_ms = 0.0;
+  std::optional<double> predicted_ttft_ms;  ///< admission's TTFT prediction from arrival; nullopt: none
+  double slo_ttft_ms = 0.0;                ///< > 0: the TTFT SLO the request was admitted against
+  double slo_itl_ms = 0.0;                 ///< > 0: the mean-ITL SLO
+  bool degraded = false;                   ///< served under load-adaptive degradation
+  std::string cache;                       ///< response cache: "hit", "miss", "bypass"; empty: off / not cacheable
 
   /// 2xx status and no error: the request counts as a success and its latencies are recorded.
   bool succeeded() const { return status >= 200 && status < 300 && !error.has_value(); }

@@ -46,6 +46,9 @@ constexpr const char* kCacheConfigInfo = "qwenserve_cache_config_info";
 constexpr const char* kCacheConfigHelp =
     "KV cache geometry (value 1): block_size = tokens per block, num_gpu_blocks = blocks in the cache.";
 
+/// -60 s .. 60 s: the latency buckets mirrored around 0.
+std::vector<double> signed_latency_buckets_seconds();
+
 }  // namespace
 
 std::vector<double> latency_buckets_seconds() {
@@ -59,6 +62,17 @@ std::vector<double> latency_buckets_seconds() {
   bounds.push_back(kMaxBucketSeconds);
   return bounds;
 }
+
+namespace {
+std::vector<double> signed_latency_buckets_seconds() {
+  const std::vector<double> positive = latency_buckets_seconds();
+  std::vector<double> bounds;
+  for (auto it = positive.rbegin(); it != positive.rend(); ++it) bounds.push_back(-*it);
+  bounds.push_back(0.0);
+  bounds.insert(bounds.end(), positive.begin(), positive.end());
+  return bounds;
+}
+}  // namespace
 
 ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_options,
                              const ExportOptions& export_options)
@@ -98,9 +112,29 @@ ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_op
                                                      "Prompt tokens actually computed (recomputes included).")),
       preemptions_(registry_.add_counter("qwenserve_num_preemptions_total",
                                          "Times a running sequence was preempted (recomputed later).")),
+      slo_requests_(registry_.add_labeled_counter("qwenserve_slo_requests_total",
+                                                  "Successful requests against the configured SLOs (ttft: TTFT <= SLO; "
+                                                  "itl: mean inter-token latency <= SLO).",
+                                                  "slo", "result")),
+      slo_ttft_seconds_(registry_.add_gauge("qwenserve_slo_ttft_seconds", "Configured TTFT SLO (0: none).")),
+      slo_itl_seconds_(registry_.add_gauge("qwenserve_slo_itl_seconds", "Configured mean inter-token latency SLO (0: none).")),
+      ttft_prediction_error_(registry_.add_histogram("qwenserve_ttft_prediction_error_seconds",
+                                                     "Measured minus predicted time to first token (admission's prediction).",
+                                                     signed_latency_buckets_seconds())),
+      response_cache_requests_(registry_.add_labeled_counter("qwenserve_response_cache_requests_total",
+                                                             "Deterministic requests looked up in the response cache.",
+                                                             "result")),
+      response_cache_bytes_(registry_.add_gauge("qwenserve_response_cache_bytes", "Bytes held by the response cache.")),
+      degraded_(registry_.add_gauge("qwenserve_degraded", "1 while load-adaptive degradation is on, else 0.")),
+      degraded_requests_(registry_.add_counter("qwenserve_degraded_requests_total",
+                                               "Requests served with degraded defaults (lower max_tokens, no thinking).")),
       window_(std::move(clock), window_options) {
   request_success_.with("stop");
   request_success_.with("length");
+  for (const char* slo : {"ttft", "itl"}) {
+    for (const char* result : {"met", "missed"}) slo_requests_.with(slo, result);
+  }
+  for (const char* result : {"hit", "miss", "bypass"}) response_cache_requests_.with(result);
   const bool has_cache_info = export_options.kv_blocks > 0;
   if (has_cache_info) {
     registry_.add_gauge(kCacheConfigInfo, kCacheConfigHelp,
@@ -127,13 +161,28 @@ void ServerMetrics::record_request(const RequestRecord& record) {
   prefix_cache_hits_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.cached_tokens, 0)));
   prefill_computed_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.prefill_computed_tokens, 0)));
   preemptions_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.preemptions, 0)));
+  generation_requests_.fetch_add(1, std::memory_order_relaxed);
+  if (!record.cache.empty()) response_cache_requests_.with(record.cache).inc();
+  if (record.degraded) degraded_requests_.inc();
   if (!record.succeeded()) return;
+  if (record.ttft_ms && record.slo_ttft_ms > 0) {
+    slo_requests_.with("ttft", *record.ttft_ms <= record.slo_ttft_ms ? "met" : "missed").inc();
+  }
+  if (!record.itl_ms.empty() && record.slo_itl_ms > 0) {
+    double sum = 0;
+    for (double gap : record.itl_ms) sum += gap;
+    slo_requests_.with("itl", sum / static_cast<double>(record.itl_ms.size()) <= record.slo_itl_ms ? "met" : "missed").inc();
+  }
+  if (record.ttft_ms && record.predicted_ttft_ms) {
+    ttft_prediction_error_.observe(ms_to_seconds(*record.ttft_ms - *record.predicted_ttft_ms));
+  }
   request_success_.with(record.finish_reason.empty() ? "unknown" : record.finish_reason).inc();
   queue_seconds_.observe(ms_to_seconds(record.queue_ms));
   if (record.ttft_ms) ttft_seconds_.observe(ms_to_seconds(*record.ttft_ms));
   for (double gap_ms : record.itl_ms) itl_seconds_.observe(ms_to_seconds(gap_ms));
   e2e_seconds_.observe(ms_to_seconds(record.e2e_ms));
   window_.add(record);
+  recent_.add(record);
 }
 
 void ServerMetrics::record_http_status(int status) { http_requests_.with(std::to_string(status)).inc(); }
@@ -148,6 +197,15 @@ void ServerMetrics::set_kv_cache_usage(double fraction) {
   kv_cache_usage_.set(std::clamp(fraction, 0.0, 1.0));
 }
 
+void ServerMetrics::set_slo(double ttft_s, double itl_s) {
+  slo_ttft_seconds_.set(ttft_s);
+  slo_itl_seconds_.set(itl_s);
+}
+
+void ServerMetrics::set_response_cache_bytes(std::int64_t bytes) { response_cache_bytes_.set(static_cast<double>(bytes)); }
+
+void ServerMetrics::set_degraded(bool degraded) { degraded_.set(degraded ? 1.0 : 0.0); }
+
 std::string ServerMetrics::prometheus_text() const { return registry_.expose_text(); }
 
 nlohmann::json ServerMetrics::stats_json() const {
@@ -155,6 +213,22 @@ nlohmann::json ServerMetrics::stats_json() const {
   stats["running"] = static_cast<std::int64_t>(running_.value());
   stats["waiting"] = static_cast<std::int64_t>(waiting_.value());
   stats["kv_cache_usage"] = kv_cache_usage_.value();
+  stats["slo"] = {{"ttft_s", slo_ttft_seconds_.value()},
+                  {"itl_s", slo_itl_seconds_.value()},
+                  {"ttft_met", slo_requests_.value(std::string("ttft\x1fmet"))},
+                  {"ttft_missed", slo_requests_.value(std::string("ttft\x1fmissed"))},
+                  {"itl_met", slo_requests_.value(std::string("itl\x1fmet"))},
+                  {"itl_missed", slo_requests_.value(std::string("itl\x1fmissed"))}};
+  stats["prediction_error_ms"] = recent_.prediction_error_json();
+  stats["slowest"] = recent_.slowest_json(20);
+  stats["response_cache"] = {{"hit", response_cache_requests_.value("hit")},
+                             {"miss", response_cache_requests_.value("miss")},
+                             {"bypass", response_cache_requests_.value("bypass")},
+                             {"bytes", response_cache_bytes_.value()}};
+  const std::uint64_t served = generation_requests_.load(std::memory_order_relaxed);
+  stats["degraded"] = {{"now", degraded_.value() > 0},
+                       {"requests", degraded_requests_.value()},
+                       {"share", served > 0 ? static_cast<double>(degraded_requests_.value()) / static_cast<double>(served) : 0.0}};
   return stats;
 }
 

@@ -15,6 +15,14 @@
 //   gauges     qwenserve_num_requests_running, qwenserve_num_requests_waiting,
 //              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use),
 //              qwenserve_cache_config_info{block_size,num_gpu_blocks} 1 (KV geometry, when known)
+//   latency promises (issue 12): qwenserve_slo_requests_total{slo="ttft|itl",result="met|missed"}
+//              (successful requests against the configured SLOs: TTFT <= SLO; mean ITL <= SLO),
+//              qwenserve_slo_ttft_seconds / qwenserve_slo_itl_seconds (gauges: the configured SLOs,
+//              0 when off), qwenserve_ttft_prediction_error_seconds (histogram of measured minus
+//              predicted TTFT, buckets +-latency_buckets_seconds() and 0),
+//              qwenserve_response_cache_requests_total{result="hit|miss|bypass"},
+//              qwenserve_response_cache_bytes, qwenserve_degraded (gauge 0/1),
+//              qwenserve_degraded_requests_total
 // With ExportOptions::vllm_compat the families vLLM has are also written under vLLM's names
 // (vllm:num_requests_waiting, ...; see kVllmAliases in server_metrics.cc) with model_name="<served
 // model name>" on every sample except vllm:cache_config_info (whose labels are vLLM's too). These
@@ -22,6 +30,7 @@
 // autoscalers read.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "metrics/prometheus.h"
+#include "metrics/recent_requests.h"
 #include "metrics/request_record.h"
 #include "metrics/rolling_window.h"
 
@@ -60,6 +70,9 @@ class ServerMetrics {
   explicit ServerMetrics(SteadyClockFn clock = steady_clock_now, RollingWindowOptions window_options = {},
                          const ExportOptions& export_options = {});
 
+  /// Also: response_cache_requests_total{result} when record.cache is set, degraded_requests_total
+  /// when record.degraded; for a success, slo_requests_total against the record's SLOs and the
+  /// TTFT prediction error when both are known.
   /// Counts the response in http_requests_total{status} and its tokens in prompt/generation
   /// tokens_total, prefix-cache queries (prompt_tokens) and hits (cached_tokens), computed
   /// prefill tokens and preemptions (work done even if the request then failed). When record.succeeded(), also
@@ -78,11 +91,19 @@ class ServerMetrics {
   void set_num_requests_waiting(std::int64_t n);
   /// `fraction` of KV cache blocks in use, clamped to [0, 1].
   void set_kv_cache_usage(double fraction);
+  /// The configured SLOs in seconds (0: off).
+  void set_slo(double ttft_s, double itl_s);
+  void set_response_cache_bytes(std::int64_t bytes);
+  void set_degraded(bool degraded);
 
   /// Body for GET /metrics; serve it with kPrometheusContentType.
   std::string prometheus_text() const;
 
-  /// Body for GET /stats: RollingWindow::stats_json() plus "running", "waiting", "kv_cache_usage".
+  /// Body for GET /stats: RollingWindow::stats_json() plus "running", "waiting", "kv_cache_usage",
+  /// and (issue 12) "slo" {ttft_s, itl_s, ttft_met, ttft_missed, itl_met, itl_missed} (counts since
+  /// start), "prediction_error_ms" (RecentRequests), "slowest" (the 20 slowest of the last 256
+  /// successful requests with their breakdown), "response_cache" {hit, miss, bypass, bytes},
+  /// "degraded" {now, requests, share (of the generation requests recorded)}.
   nlohmann::json stats_json() const;
 
   const RollingWindow& window() const { return window_; }
@@ -105,7 +126,17 @@ class ServerMetrics {
   Counter& prefix_cache_hits_;
   Counter& prefill_computed_tokens_;
   Counter& preemptions_;
+  LabeledCounter& slo_requests_;
+  Gauge& slo_ttft_seconds_;
+  Gauge& slo_itl_seconds_;
+  Histogram& ttft_prediction_error_;
+  LabeledCounter& response_cache_requests_;
+  Gauge& response_cache_bytes_;
+  Gauge& degraded_;
+  Counter& degraded_requests_;
   RollingWindow window_;
+  RecentRequests recent_;
+  std::atomic<std::uint64_t> generation_requests_{0};  // record_request calls (for the degraded share)
 };
 
 }  // namespace qs::metrics

@@ -21,6 +21,12 @@ class ApiError : public std::runtime_error {
   const std::string& param() const { return param_; }
   const std::string& type() const { return type_; }
   const std::string& code() const { return code_; }
+  /// Seconds for the Retry-After header of a 429 / 503 (default 1).
+  int retry_after_s() const { return retry_after_s_; }
+  ApiError& with_retry_after(int seconds) {
+    retry_after_s_ = seconds < 1 ? 1 : seconds;
+    return *this;
+  }
 
   nlohmann::json to_json() const {
     return {{"error",
@@ -35,6 +41,7 @@ class ApiError : public std::runtime_error {
   std::string param_;
   std::string type_;
   std::string code_;
+  int retry_after_s_ = 1;
 };
 
 /// 400 invalid_request_error naming the offending parameter.

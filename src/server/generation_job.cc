@@ -5,6 +5,7 @@
 
 #include "metrics/request_log.h"
 #include "server/api_error.h"
+#include "server/latency_breakdown.h"
 #include "server/response_builder.h"
 
 namespace qs {
@@ -49,7 +50,16 @@ metrics::RequestRecord make_record(const GenerationJob& job, const std::vector<C
   }
   if (!choices.empty()) r.cached_tokens = choices.front().cached_tokens;
   r.queue_ms = queue_ms;
-  if (latency.first_token) r.ttft_ms = ms_between(latency.arrival, *latency.first_token);
+  if (latency.first_token) {
+    r.ttft_ms = ms_between(latency.arrival, *latency.first_token);
+    r.prefill_ms = std::max(0.0, *r.ttft_ms - queue_ms);
+    r.decode_ms = ms_between(*latency.first_token, latency.last_token);
+  }
+  if (job.predicted_ttft_ms >= 0) r.predicted_ttft_ms = job.predicted_ttft_ms;
+  r.slo_ttft_ms = job.slo_ttft_ms;
+  r.slo_itl_ms = job.slo_itl_ms;
+  r.degraded = job.degraded;
+  r.cache = job.cache;
   r.itl_ms = latency.itl_ms;
   r.e2e_ms = ms_between(latency.arrival, SteadyClock::now());
   r.temperature = job.temperature;
@@ -206,7 +216,9 @@ nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choice
     finish_record(job, metrics, make_record(job, choices, latency, error.status()));
     throw error;
   }
-  finish_record(job, metrics, make_record(job, choices, latency, 200));
+  const metrics::RequestRecord record = make_record(job, choices, latency, 200);
+  if (job.on_success) job.on_success(choices, record);
+  finish_record(job, metrics, record);
   return build_response(job, choices, tokenizer);
 }
 
@@ -248,8 +260,12 @@ void stream_generation(GenerationJob job, std::vector<ChoiceState> choices, cons
     finish_record(job, metrics, record);
     return;
   }
-  write(encoder.final_chunks(choices));
-  finish_record(job, metrics, make_record(job, choices, latency, 200));
+  metrics::RequestRecord record = make_record(job, choices, latency, 200);
+  const nlohmann::json timings = timings_json(record);
+  write(encoder.final_chunks(choices, job.include_timings ? &timings : nullptr));
+  record.e2e_ms = ms_between(job.arrival, SteadyClock::now());
+  if (job.on_success) job.on_success(choices, record);
+  finish_record(job, metrics, record);
 }
 
 }  // namespace qs

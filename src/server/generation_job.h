@@ -16,6 +16,8 @@
 
 namespace qs {
 
+struct ChoiceState;
+
 struct GenerationJob {
   enum class Api { kChat, kCompletion };
   Api api = Api::kChat;
@@ -27,6 +29,18 @@ struct GenerationJob {
   bool echo = false;
   bool stream = false;
   bool include_usage = false;
+  bool include_timings = false;     // stream_options.include_timings
+  int32_t priority = 0;             // queue order (lower sooner)
+  double slo_ttft_ms = 0;           // > 0: the TTFT SLO this request is admitted against
+  double slo_itl_ms = 0;            // > 0: the server's mean-ITL SLO
+  double predicted_ttft_ms = -1;    // at admission, from arrival; < 0: not predicted
+  bool degraded = false;            // served under load-adaptive degradation
+  std::string cache;                // response cache: "hit", "miss", "bypass" or "" (off / not cacheable)
+  std::string cache_key;            // non-empty: the response cache key (response_cache.h)
+  /// Called once when the response succeeded (status 200), before its log line: the choices as
+  /// finished and the request's record (latency breakdown). Non-streaming: before the body is
+  /// returned, so it may set headers.
+  std::function<void(const std::vector<ChoiceState>&, const metrics::RequestRecord&)> on_success;
   bool logprobs = false;
   bool parse_tool_calls = false;    // request had tools: parse <tool_call> output
   bool split_reasoning = false;     // split <think>...</think> into reasoning_content
@@ -41,8 +55,6 @@ struct GenerationJob {
 
 /// Where a streaming response writes: returns false once the client is gone.
 using ChunkWriter = std::function<bool(const std::string& bytes)>;
-
-struct ChoiceState;
 
 /// HTTP status for an engine error: kInvalid 400, kQueueFull / kQueueTimeout 429, kTimeout 408,
 /// kShuttingDown 503, anything else 500.

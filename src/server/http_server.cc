@@ -44,8 +44,9 @@ HttpServer::HttpServer(ServerOptions options, Engine& engine, const Tokenizer& t
       metrics_(metrics),
       rejection_logger_(options_.log_format),
       generation_(std::make_unique<GenerationRouteContext>(GenerationRouteContext{
-          options_, engine_, metrics_, JobContext{options_, tokenizer_, chat_template_, engine_.context_tokens()},
-          [this] { return accepting_requests(); }})),
+          options_, engine_, metrics_, JobContext{options_, tokenizer_, chat_template_, engine_.context_tokens(), 0},
+          [this] { return accepting_requests(); },
+          options_.response_cache_bytes > 0 ? std::make_shared<ResponseCache>(options_.response_cache_bytes) : nullptr})),
       server_(std::make_unique<httplib::Server>()) {
   register_routes();
 }

@@ -53,6 +53,12 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;  // CORS (routes/cors.h): origins or "*"; empty: no CORS
   double request_head_timeout_s = 10;    // whole request head must arrive within (request_deadline.h); 0: off
   double request_body_timeout_s = 30;    // whole body must arrive within, after the head; 0: off
+  double slo_ttft_ms = 0;                // > 0: --slo-ttft-ms, TTFT SLO for admission (server/slo_admission.h)
+  double slo_itl_ms = 0;                 // > 0: --slo-itl-ms, mean inter-token latency SLO (goodput)
+  double degrade_at_kv = 0;              // > 0: --degrade-at-kv, KV usage fraction that degrades service
+  int64_t degrade_at_queue = 0;          // > 0: --degrade-at-queue, waiting requests that degrade service
+  int32_t degraded_max_tokens = 128;     // --degraded-max-tokens: default max_tokens while degraded
+  size_t response_cache_bytes = 0;       // > 0: --response-cache-size, response cache bound in bytes
 };
 
 /// A static file: body and content type (the web UI).

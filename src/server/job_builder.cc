@@ -52,7 +52,8 @@ int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobCon
     }
     return static_cast<int32_t>(std::min<int64_t>(requested, ctx.options.max_tokens_cap));
   }
-  return static_cast<int32_t>(std::min<int64_t>(ctx.options.default_max_tokens, context - n_prompt));
+  const int64_t fallback = ctx.default_max_tokens > 0 ? ctx.default_max_tokens : ctx.options.default_max_tokens;
+  return static_cast<int32_t>(std::min<int64_t>(fallback, context - n_prompt));
 }
 
 // `model`: the served name the request asked for (served_model_for).
@@ -67,6 +68,10 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
                     std::chrono::system_clock::now().time_since_epoch()).count();
   job.stream = f.stream;
   job.include_usage = f.include_usage;
+  job.include_timings = f.include_timings;
+  job.priority = f.priority;
+  job.slo_ttft_ms = f.slo_ttft_ms.value_or(ctx.options.slo_ttft_ms);
+  job.slo_itl_ms = ctx.options.slo_itl_ms;
   job.logprobs = f.logprobs;
   job.temperature = f.sampling.temperature;
   job.top_p = f.sampling.top_p;
@@ -84,6 +89,7 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
     r.stop_token_ids = stop_token_ids(ctx.tokenizer);
     r.top_logprobs = f.logprobs ? f.top_logprobs : -1;
     r.arrival = job.arrival;
+    r.priority = f.priority;
     // The request's own timeout, never longer than the server's --request-timeout.
     const double server_timeout = ctx.options.request_timeout_s;
     r.timeout_s = f.timeout_s ? (server_timeout > 0 ? std::min(*f.timeout_s, server_timeout) : *f.timeout_s)

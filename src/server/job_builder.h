@@ -14,6 +14,7 @@ struct JobContext {
   const Tokenizer& tokenizer;
   const ChatTemplate& chat_template;
   int64_t context_tokens;  // the engine's context length
+  int32_t default_max_tokens = 0;  // > 0: replaces options.default_max_tokens (degraded service)
 };
 
 /// The model name a request's "model" field selects, as responses report it: the field itself when

@@ -117,6 +117,12 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw invalid_param("stream_options", "stream_options must be an object");
     f.include_usage = boolean(*so, "include_usage", false);
+    f.include_timings = boolean(*so, "include_timings", false);
+  }
+  f.priority = static_cast<int32_t>(integer_in(body, "priority", INT32_MIN, INT32_MAX).value_or(0));
+  if (field(body, "slo_ttft_ms") != nullptr) {
+    f.slo_ttft_ms = number_in(body, "slo_ttft_ms", 0.0, 1e9, 0.0);
+    if (*f.slo_ttft_ms <= 0.0) throw invalid_param("slo_ttft_ms", "slo_ttft_ms must be a number of milliseconds > 0");
   }
   f.echo = boolean(body, "echo", false);
   if (field(body, "timeout") != nullptr) {

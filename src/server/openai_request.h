@@ -30,6 +30,9 @@ struct GenerationFields {
   int32_t top_logprobs = 0;           // 0..20
   bool echo = false;                  // completions only
   std::optional<double> timeout_s;    // "timeout": seconds until the generation is ended (> 0)
+  bool include_timings = false;       // stream_options.include_timings: "timings" on the last SSE chunk
+  int32_t priority = 0;               // vLLM's "priority": lower is scheduled sooner, ties FIFO
+  std::optional<double> slo_ttft_ms;  // "slo_ttft_ms": this request's TTFT SLO (> 0), else --slo-ttft-ms
 };
 
 struct ChatRequest {

@@ -233,15 +233,17 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
   return out;
 }
 
-std::string StreamEncoder::final_chunks(const std::vector<ChoiceState>& choices) {
+std::string StreamEncoder::final_chunks(const std::vector<ChoiceState>& choices, const json* timings) {
   std::string out;
-  if (job_.include_usage) {
-    out += sse_data({{"id", job_.id},
-                     {"object", job_.api == GenerationJob::Api::kChat ? "chat.completion.chunk" : "text_completion"},
-                     {"created", job_.created},
-                     {"model", job_.model},
-                     {"choices", json::array()},
-                     {"usage", usage_json(job_, choices)}});
+  if (job_.include_usage || timings != nullptr) {
+    json last = {{"id", job_.id},
+                 {"object", job_.api == GenerationJob::Api::kChat ? "chat.completion.chunk" : "text_completion"},
+                 {"created", job_.created},
+                 {"model", job_.model},
+                 {"choices", json::array()}};
+    if (job_.include_usage) last["usage"] = usage_json(job_, choices);
+    if (timings != nullptr) last["timings"] = *timings;
+    out += sse_data(last);
   }
   return out + "data: [DONE]\n\n";
 }

@@ -61,8 +61,10 @@ class StreamEncoder {
   /// Chunks for one event of choice `index` (content / reasoning deltas, logprobs, and the
   /// finish chunk when the choice ends). Empty when there is nothing to send yet.
   std::string event_chunks(size_t index, const EngineEvent& event, const ChoiceState& state);
-  /// Usage chunk (when requested) and "data: [DONE]".
-  std::string final_chunks(const std::vector<ChoiceState>& choices);
+  /// Usage chunk (when requested) and "data: [DONE]". With `timings` (stream_options.
+  /// include_timings) the last chunk before [DONE] carries it as "timings": the usage chunk, or
+  /// else a chunk with no choices.
+  std::string final_chunks(const std::vector<ChoiceState>& choices, const nlohmann::json* timings = nullptr);
 
  private:
   nlohmann::json chunk(nlohmann::json choice) const;

@@ -158,5 +158,40 @@ TEST(Scheduler, FifoAdmissionWaitsForBlocks) {
   EXPECT_EQ(s2.admitted.size(), 2u);
 }
 
+// vLLM's priority: lower is sooner, ties FIFO; a preempted sequence keeps its place at the front.
+TEST(Scheduler, PriorityOrdersTheQueueTiesFifo) {
+  BlockManager blocks(64, false);
+  Scheduler sched(blocks, {1, 64});
+  SchedSequence a = make_seq(4, 10), b = make_seq(4, 20), c = make_seq(4, 30), d = make_seq(4, 40), e = make_seq(4, 50);
+  a.priority = 0;
+  b.priority = 5;
+  c.priority = -1;
+  d.priority = 0;
+  e.priority = 5;
+  for (SchedSequence* s : {&a, &b, &c, &d, &e}) sched.add(s);
+  const std::vector<SchedSequence*> expected = {&c, &a, &d, &b, &e};
+  EXPECT_EQ(std::vector<SchedSequence*>(sched.waiting().begin(), sched.waiting().end()), expected);
+  // One slot: admission follows the order, one sequence at a time.
+  for (SchedSequence* want : expected) {
+    SchedulerStep step = sched.schedule();
+    ASSERT_EQ(step.admitted.size(), 1u);
+    EXPECT_EQ(step.admitted.front(), want);
+    sched.remove(want);
+  }
+}
+
+TEST(Scheduler, NewcomerOfASoonerClassDoesNotPassAPreemptedSequence) {
+  BlockManager blocks(64, false);
+  Scheduler sched(blocks, {4, 64});
+  SchedSequence preempted = make_seq(4, 10), urgent = make_seq(4, 20);
+  preempted.priority = 3;
+  preempted.n_preemptions = 1;  // as after preempt(): at the front of the queue
+  urgent.priority = 0;
+  sched.add(&preempted);
+  sched.add(&urgent);
+  EXPECT_EQ(sched.waiting().front(), &preempted);
+  EXPECT_EQ(sched.waiting().back(), &urgent);
+}
+
 }  // namespace
 }  // namespace qs

@@ -521,7 +521,15 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
       {"qwenserve_prefix_cache_queries_total", "counter"},
       {"qwenserve_prefix_cache_hits_total", "counter"},
       {"qwenserve_prefill_computed_tokens_total", "counter"},
-      {"qwenserve_num_preemptions_total", "counter"}};
+      {"qwenserve_num_preemptions_total", "counter"},
+      {"qwenserve_slo_requests_total", "counter"},
+      {"qwenserve_slo_ttft_seconds", "gauge"},
+      {"qwenserve_slo_itl_seconds", "gauge"},
+      {"qwenserve_ttft_prediction_error_seconds", "histogram"},
+      {"qwenserve_response_cache_requests_total", "counter"},
+      {"qwenserve_response_cache_bytes", "gauge"},
+      {"qwenserve_degraded", "gauge"},
+      {"qwenserve_degraded_requests_total", "counter"}};
   ASSERT_EQ(families.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(families[i].name, expected[i].first);
@@ -643,6 +651,47 @@ TEST(MetricsServerMetrics, PromtoolAcceptsExposition) {
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
   }
   if (!have_promtool) GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+}
+
+// Issue 12's families: SLO attainment with two labels, the prediction error (signed buckets), the
+// response cache and degradation, read back with the strict parser above.
+TEST(ServerMetrics, SloCacheAndDegradationFamilies) {
+  ServerMetrics metrics;
+  metrics.set_slo(0.1, 0.02);
+  RequestRecord r;
+  r.status = 200;
+  r.slo_ttft_ms = 100;
+  r.slo_itl_ms = 20;
+  r.ttft_ms = 50;
+  r.predicted_ttft_ms = 80;    // error -30 ms
+  r.itl_ms = {10, 20, 40};     // mean 23.3 ms > 20: missed
+  r.cache = "miss";
+  metrics.record_request(r);
+  r.ttft_ms = 150;             // missed
+  r.predicted_ttft_ms = 100;   // error +50 ms
+  r.itl_ms = {10, 20};         // mean 15: met
+  r.cache = "hit";
+  r.degraded = true;
+  metrics.record_request(r);
+  metrics.set_response_cache_bytes(4096);
+  metrics.set_degraded(true);
+  std::map<std::string, double> slo, cache;
+  std::map<std::string, ParsedFamily> by_name;
+  for (const auto& f : parse_exposition(metrics.prometheus_text())) by_name[f.name] = f;
+  for (const auto& s : by_name.at("qwenserve_slo_requests_total").samples) {
+    slo[s.labels.at("slo") + "/" + s.labels.at("result")] = s.value;
+  }
+  EXPECT_EQ(slo, (std::map<std::string, double>{{"itl/met", 1}, {"itl/missed", 1}, {"ttft/met", 1}, {"ttft/missed", 1}}));
+  for (const auto& s : by_name.at("qwenserve_response_cache_requests_total").samples) cache[s.labels.at("result")] = s.value;
+  EXPECT_EQ(cache, (std::map<std::string, double>{{"bypass", 0}, {"hit", 1}, {"miss", 1}}));
+  EXPECT_EQ(by_name.at("qwenserve_slo_ttft_seconds").samples.at(0).value, 0.1);
+  EXPECT_EQ(by_name.at("qwenserve_slo_itl_seconds").samples.at(0).value, 0.02);
+  EXPECT_EQ(by_name.at("qwenserve_response_cache_bytes").samples.at(0).value, 4096);
+  EXPECT_EQ(by_name.at("qwenserve_degraded").samples.at(0).value, 1);
+  EXPECT_EQ(by_name.at("qwenserve_degraded_requests_total").samples.at(0).value, 1);
+  const ParsedHistogram error = check_histogram(by_name.at("qwenserve_ttft_prediction_error_seconds"));
+  EXPECT_EQ(error.count, 2.0);
+  EXPECT_NEAR(error.sum, -0.03 + 0.05, 1e-12);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ const char* kChatMl =
 struct Fixture {
   ServerOptions options;
   ChatTemplate chat_template{kChatMl};
-  JobContext ctx{options, test::qwen_tokenizer(), chat_template, 4096};
+  JobContext ctx{options, test::qwen_tokenizer(), chat_template, 4096, 0};
 };
 
 ChatRequest chat(ojson messages, bool add_generation_prompt = true, bool continue_final_message = false) {
@@ -51,7 +51,7 @@ TEST(JobBuilder, ContinueFinalMessageEndsRightAfterItsText) {
   // A template that trims the message: cut after the trimmed text.
   const ojson spaced = ojson::array({kUserHi, {{"role", "assistant"}, {"content", "Once upon "}}});
   ChatTemplate trimming("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n{% endfor %}");
-  const JobContext ctx{f.options, test::qwen_tokenizer(), trimming, 4096};
+  const JobContext ctx{f.options, test::qwen_tokenizer(), trimming, 4096, 0};
   EXPECT_EQ(render_chat_prompt(ctx, chat(spaced, false, true)), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nOnce upon");
 }
 

@@ -115,7 +115,7 @@ const char* kChatMl =
 struct TokenizeFixture {
   ServerOptions options;
   ChatTemplate chat_template{kChatMl};
-  JobContext ctx{options, test::qwen_tokenizer(), chat_template, 4096};
+  JobContext ctx{options, test::qwen_tokenizer(), chat_template, 4096, 0};
 };
 
 TEST(Routes, TokenizeAPromptGivesTheReferenceIds) {

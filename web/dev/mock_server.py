@@ -270,6 +270,16 @@ class MockServer(ThreadingHTTPServer):
                 "running": int(round(12 * load)),
                 "waiting": max(0, int(round(10 * (load - 0.6) + 2 * r()))),
                 "kv_cache_usage": min(1.0, 0.15 + 0.7 * load + 0.05 * r()),
+                # Issue 12: SLO attainment, prediction error, slowest requests, cache, degradation.
+                "slo": {"ttft_s": 0.5, "itl_s": 0.05, "ttft_met": int(900 + 100 * t), "ttft_missed": int(5 + t * load),
+                        "itl_met": int(950 + 100 * t), "itl_missed": int(2 + t * load / 2)},
+                "prediction_error_ms": {"count": 256, "p10": -40 * load, "p50": 5 * r(), "p90": 60 * load},
+                "slowest": [{"id": f"chatcmpl-mock{i:02d}", "e2e_ms": 4000 - 100 * i, "queue_ms": 300 * load,
+                             "prefill_ms": 120 + i, "decode_ms": 3500 - 100 * i, "ttft_ms": 420 + i,
+                             "predicted_ttft_ms": 400, "cached_tokens": 16 * (i % 3), "preemptions": i % 2,
+                             "cache": "miss" if i % 4 else "", "degraded": load > 0.8} for i in range(20)],
+                "response_cache": {"hit": int(30 * t), "miss": int(70 * t), "bypass": 1, "bytes": 123456},
+                "degraded": {"now": load > 0.8, "requests": int(t * load), "share": 0.1 * load},
             }
             if self.sparse and r() < 0.3:
                 for key in ("kv_cache_usage", "waiting", "window_60s"):

@@ -5,11 +5,13 @@
 #include <httplib.h>
 
 #include <functional>
+#include <memory>
 
 #include "engine/engine.h"
 #include "metrics/server_metrics.h"
 #include "server/http_server.h"
 #include "server/job_builder.h"
+#include "server/response_cache.h"
 
 namespace qs {
 
@@ -20,8 +22,13 @@ struct GenerationRouteContext {
   metrics::ServerMetrics& metrics;
   JobContext job_context;
   std::function<bool()> accepting_requests;  // ready and not draining
+  std::shared_ptr<ResponseCache> response_cache;  // null: --response-cache-size off
 };
 
+/// Issue 12 additions, in order: the response cache (a hit is answered here, "x-qwenserve-cache:
+/// hit", without the engine; "cache": false bypasses), load-adaptive degradation (degradation.h,
+/// "x-qwenserve-degraded: 1"), SLO-aware admission (slo_admission.h: 429 with Retry-After), and a
+/// Server-Timing header on non-streaming responses (latency_breakdown.h).
 /// POST /v1/chat/completions. Before any parsing, a place in the engine's queue is reserved:
 /// 503 not_ready when not accepting, 429 queue_full when --max-queue requests wait (both counted
 /// in admission rejections, both with Retry-After). Then parse_chat_request / build_chat_job

@@ -14,7 +14,9 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
 
 void send_error(httplib::Response& res, const ApiError& error) {
   send_json(res, error.status(), error.to_json());
-  if (error.status() == 429 || error.status() == 503) res.set_header("Retry-After", "1");  // seconds
+  if (error.status() == 429 || error.status() == 503) {
+    res.set_header("Retry-After", std::to_string(error.retry_after_s()));  // seconds
+  }
 }
 
 nlohmann::ordered_json parse_json_body(const httplib::Request& req) {

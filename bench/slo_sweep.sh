@@ -1,0 +1,35 @@
+#!/bin/sh
+# SLO-aware admission benchmark (issue 12): an open-loop `loadtest --request-rate` sweep against
+# `serve` with and without --slo-ttft-ms. Capacity C (req/s) is measured first with a closed loop
+# at --max-num-seqs; the sweep then runs at the given multiples of C.
+#   bench/slo_sweep.sh MODEL SLO_MS [MULTIPLES] [REQUESTS] [INPUT] [OUTPUT]
+#   e.g. bench/slo_sweep.sh /tmp/models/small-f16.gguf 1000 "0.5 1 2 3" 60 256 64
+# Prints one loadtest JSON line per level (goodput against SLO_MS, TTFT percentiles of admitted
+# requests, 429 share and latency, server breakdown and TTFT prediction error).
+set -eu
+model=$1; slo=$2; multiples=${3:-"0.5 1 2 3"}; n=${4:-60}; input=${5:-256}; output=${6:-64}
+bin=${QS_BIN:-build/release/qwenserve}
+seqs=${QS_MAX_NUM_SEQS:-4}
+port=${QS_PORT:-18181}
+serve() {  # serve EXTRA_ARGS...
+  "$bin" serve --model "$model" --port "$port" --max-num-seqs "$seqs" --log-format none "$@" 2>/tmp/slo_sweep_serve.log &
+  pid=$!
+  until curl -sf "http://127.0.0.1:$port/ready" >/dev/null; do sleep 0.5; done
+}
+stop() { kill "$pid"; wait "$pid" || true; }
+lt() { "$bin" loadtest --url "http://127.0.0.1:$port" --input-tokens "$input" --output-tokens "$output" \
+        --slo-ttft-ms "$slo" --json --quiet "$@"; }
+serve
+cap=$(lt --concurrency "$seqs" --num-requests "$n" | python3 -c 'import json,sys; print(json.load(sys.stdin)["request_throughput"])')
+echo "capacity $cap req/s at concurrency $seqs" >&2
+stop
+for mode in off on; do
+  if [ "$mode" = on ]; then serve --slo-ttft-ms "$slo"; else serve; fi
+  for m in $multiples; do
+    rate=$(python3 -c "print($cap * $m)")
+    printf '{"slo_admission":"%s","multiple":%s,"level":' "$mode" "$m"
+    lt --request-rate "$rate" --num-requests "$n" --warmup 0 | tr -d '\n'
+    echo '}'
+  done
+  stop
+done

@@ -1,0 +1,43 @@
+// SLO-aware admission (issue 12): on the HTTP thread, predict a request's time to first token from
+// the engine's published load (engine/ttft_predictor.h) and turn it away at once when the
+// prediction exceeds its TTFT SLO (the request's "slo_ttft_ms", else --slo-ttft-ms).
+#pragma once
+
+#include "engine/engine.h"
+#include "metrics/server_metrics.h"
+#include "server/generation_job.h"
+
+namespace qs {
+
+/// Prompt tokens of requests between their prediction and their submission to the engine (which
+/// the engine's snapshot cannot see yet): counted as work ahead by the predictions made
+/// meanwhile, so that a burst admitted at one instant does not overrun the SLO. Process-wide (one
+/// server per process); released by release() or the destructor.
+class SloTicket {
+ public:
+  SloTicket() = default;
+  explicit SloTicket(int64_t tokens);
+  SloTicket(SloTicket&& other) noexcept : tokens_(other.tokens_) { other.tokens_ = 0; }
+  SloTicket& operator=(SloTicket&&) = delete;
+  ~SloTicket() { release(); }
+  /// Call once the request is in the engine's queue (or turned away).
+  void release();
+
+ private:
+  int64_t tokens_ = 0;
+};
+
+/// Sets job.predicted_ttft_ms (milliseconds from the request's arrival: the time already spent
+/// preparing it plus predict_ttft_s of the engine's load snapshot), also without an SLO, so that
+/// the prediction error is visible. With an SLO T (job.slo_ttft_ms > 0) and a prediction P > T,
+/// counts an admission rejection and throws ApiError 429 (type "rate_limit_error", code
+/// "slo_ttft_unattainable") with Retry-After max(1, ceil((P - T) / 1000)) seconds and a message
+/// giving P and T. Reads a snapshot only: never waits for an engine step.
+/// The returned ticket holds the request's tokens in the admitting count until released.
+SloTicket admit_by_slo(GenerationJob& job, const Engine& engine, metrics::ServerMetrics& metrics);
+
+/// Retry-After seconds for a prediction `predicted_ms` against an SLO `slo_ms`:
+/// max(1, ceil((predicted_ms - slo_ms) / 1000)).
+int slo_retry_after_s(double predicted_ms, double slo_ms);
+
+}  // namespace qs
