@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, makeTinyModel, cleanWorkDir } from './server_harness.mjs';
 
-const SLO_MS = 150;
+const SLO_MS = 2000;  // a loaded 2-core CI machine prefills the tiny model at ~1 ms per token
 let slo;       // --slo-ttft-ms SLO_MS, 2 sequences at once
 let cached;    // --response-cache-size 16KiB
 let degrade;   // --degrade-at-kv: degraded while anything runs
@@ -37,7 +37,8 @@ const chat = (content, extra = {}) => ({ messages: [{ role: 'user', content }], 
 test('10x overload burst: 200 or 429 with Retry-After = max(1, ceil(predicted - T)); admitted TTFT <= 2T; none lost', async () => {
   // Calibrate the learned step costs (prefill and decode) with a few requests first.
   for (let i = 0; i < 3; i++) {
-    const r = await slo.post('/v1/chat/completions', chat(words(200, 1000 + i), { max_tokens: 16 }));
+    // A generous per-request SLO: admitted whatever the first (uncalibrated) measurements say.
+    const r = await slo.post('/v1/chat/completions', chat(words(200, 1000 + i), { max_tokens: 16, slo_ttft_ms: 600000 }));
     assert.equal(r.status, 200, r.text);
   }
   // Capacity is 2 running sequences; 40 at once with long prompts and outputs is a 20x burst.
@@ -204,19 +205,18 @@ test('degradation: above the threshold the default max_tokens shrinks and the he
   assert.equal(idle.headers.get('x-qwenserve-degraded'), null);
   assert.equal((await degrade.logRecordFor(idle.json.id)).max_tokens, 40);
   // Keep a long stream running (KV in use), then ask without max_tokens.
-  let release;
-  const gate = new Promise((r) => { release = r; });
   const long = degrade.stream('/v1/completions', {
     prompt: 'a b c', max_tokens: 2000, temperature: 0, stream: true,
     logit_bias: { 151643: -100, 151645: -100 },  // no <|endoftext|> / <|im_end|>: runs all 2000 tokens
-  }, {
-    onEvent: (ev, ctl) => { release(); },
   });
-  await gate;
+  // Wait until it runs (its first text may come late: padding ids have none).
+  let stats;
+  for (let i = 0; i < 400 && !((stats = (await degrade.get('/stats')).json)?.running >= 1); i++) await sleep(25);
   const busy = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0 });
   const explicit = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0, max_tokens: 5 });
-  await long;
-  assert.equal(busy.headers.get('x-qwenserve-degraded'), '1');
+  const longResult = await long;
+  assert.equal(busy.headers.get('x-qwenserve-degraded'), '1',
+    `stats ${JSON.stringify({ running: stats?.running, kv: stats?.kv_cache_usage })}, long: ${longResult.status} ${longResult.events.length} events ${longResult.text.slice(-300)}`);
   const rec = await degrade.logRecordFor(busy.json.id);
   assert.equal(rec.max_tokens, 3);
   assert.equal(rec.degraded, true);

@@ -61,7 +61,8 @@ TEST(MetricsRequestLog, LineHasEveryField) {
   EXPECT_EQ(keys, (std::set<std::string>{"ts", "id", "status", "finish_reason", "prompt_tokens",
                                          "completion_tokens", "queue_ms", "ttft_ms", "itl_ms_mean", "itl_ms_p95",
                                          "e2e_ms", "temperature", "top_p", "max_tokens", "stop_cause",
-                                         "cached_tokens", "prefill_computed_tokens", "preemptions"}));
+                                         "cached_tokens", "prefill_computed_tokens", "preemptions",
+                                         "prefill_ms", "decode_ms", "predicted_ttft_ms", "degraded"}));
   EXPECT_EQ(j["ts"], "2025-01-31T23:59:58.123Z");
   EXPECT_EQ(j["id"], "chatcmpl-abc123");
   EXPECT_EQ(j["status"], 200);
