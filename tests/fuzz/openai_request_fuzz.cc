@@ -102,15 +102,18 @@ void chat(const json& body) {
   if (!request.tools.is_null()) again["tools"] = request.tools;
   if (!request.tool_choice.is_null()) again["tool_choice"] = request.tool_choice;
   again["chat_template_kwargs"] = request.chat_template_kwargs;
+  again["add_generation_prompt"] = request.add_generation_prompt;
+  again["continue_final_message"] = request.continue_final_message;
   const qs::ChatRequest reparsed = qs::parse_chat_request(again, qs::fuzz::qwen3_tokenizer().vocab_size());
   check_same_fields(request.fields, reparsed.fields);
   check(reparsed.messages == request.messages && reparsed.tools == request.tools &&
-            reparsed.tool_choice == request.tool_choice && reparsed.chat_template_kwargs == request.chat_template_kwargs,
-        "re-serialised chat request differs (messages/tools/tool_choice/kwargs)");
+            reparsed.tool_choice == request.tool_choice && reparsed.chat_template_kwargs == request.chat_template_kwargs &&
+            reparsed.add_generation_prompt == request.add_generation_prompt &&
+            reparsed.continue_final_message == request.continue_final_message,
+        "re-serialised chat request differs (messages/tools/tool_choice/kwargs/generation prompt flags)");
   const qs::JobContext ctx = job_context();
   try {
-    const std::string prompt = qs::render_chat_prompt(ctx, request.messages, request.tools,
-                                                      request.chat_template_kwargs, true);
+    const std::string prompt = qs::render_chat_prompt(ctx, request);
     check(qs::fuzz::is_valid_utf8(prompt), "rendered chat prompt is not valid UTF-8");
     check_job(qs::build_chat_job(request, ctx), request.fields);
   } catch (const qs::ApiError& e) {
