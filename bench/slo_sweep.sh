@@ -14,7 +14,7 @@ port=${QS_PORT:-18181}
 serve() {  # serve EXTRA_ARGS...
   "$bin" serve --model "$model" --port "$port" --max-num-seqs "$seqs" --log-format none "$@" 2>/tmp/slo_sweep_serve.log &
   pid=$!
-  until curl -sf "http://127.0.0.1:$port/ready" >/dev/null; do sleep 0.5; done
+  until curl -sf "http://127.0.0.1:$port/ready" >/dev/null; do kill -0 "$pid" || { cat /tmp/slo_sweep_serve.log >&2; exit 1; }; sleep 0.5; done
 }
 stop() { kill "$pid"; wait "$pid" || true; }
 lt() { "$bin" loadtest --url "http://127.0.0.1:$port" --input-tokens "$input" --output-tokens "$output" \
