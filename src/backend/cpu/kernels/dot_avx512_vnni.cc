@@ -1,4 +1,4 @@
-// AVX-512 VNNI decode kernels (4 weight rows x 1 token) for Q8_0, Q4_K and Q6_K. CMake compiles
+// AVX-512 VNNI decode kernels (4 weight rows x 1 token) for Q8_0 and Q6_K. CMake compiles
 // *_avx512_vnni.cc files with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (+ AVX2/FMA/F16C); only
 // reached through dot_kernels_for(kAvx512Vnni) after detected_cpu_isa() confirmed the CPU has them.
 //
@@ -6,7 +6,7 @@
 // totals as the AVX2 kernels of dot_avx2.cc (integer sums in another order are the same integers)
 // and then the SAME float sequence (Q8_0: acc = fma(d_w * d_a, float(half-block sum), acc) per
 // 16-element half, y = acc_low + acc_high; K-quants: acc = fma(d_w * d_a, float(total), acc) per
-// super-block, Q4_K y = acc - macc). So every result is bit-identical to the AVX2 level's, and the
+// super-block). So every result is bit-identical to the AVX2 level's, and the
 // AVX2 4-token tiles and repacking GEMMs (which already match the AVX2 decode kernels bit for bit)
 // are reused unchanged for batches: results do not depend on the token grouping.
 //
@@ -16,8 +16,9 @@
 //    w + 128 (xor 0x80) and 128 * sum(a) per 4-group is subtracted by starting the accumulator at
 //    -dpbusd(128, a), computed once per activation block for the 4 rows. Two rows per zmm: xor +
 //    dpbusd per 64 weight bytes instead of abs, sign, maddubs, madd per 32.
-//  - Q4_K: 64 bytes of nibbles per zmm (4 sub-blocks), maddubs then vpdpwssd with the sub-block
-//    scales (fuses madd + add); the activations are re-paired once per block for the 4 rows.
+//  - Q4_K stays on the AVX2 kernels: a 512-bit version (64 nibble bytes = 4 sub-blocks per zmm,
+//    maddubs + vpdpwssd, in commit 90a7eb7) was exact but measured no faster, likely slower (2-vCPU
+//    Zen 4, heavily loaded: GEMV 9728 x 2560 at 1 thread, CPU-time median 0.83x of AVX2).
 //  - Q6_K: the AVX2 decode kernel with vpdpwssd in place of madd + add (256-bit).
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +39,6 @@ namespace qs::kernels {
 namespace {
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
 // Same prefetch policy as dot_avx2.cc (see kL1PrefetchDistance there).
 constexpr int64_t kL1PrefetchDistance = 9000;
@@ -71,21 +71,6 @@ inline __m256i pack4_halfsums(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
 inline __m128i pack4_totals(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
   const __m256i v = pack4_halfsums(p0, p1, p2, p3);
   return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-}
-
-inline __m256i fold_halves2(__m256i s0, __m256i s1) {
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20), _mm256_permute2x128_si256(s0, s1, 0x31));
-}
-
-// 8 int32 lanes whose sum is the sum of the 16 lanes of v (exact).
-inline __m256i fold512(__m512i v) {
-  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-}
-
-inline __m128i bsums32(const BlockQ8_K& a) {
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums));
-  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8));
-  return _mm_hadd_epi16(lo, hi);
 }
 
 // --- Q8_0: 4 rows x 1 token ---------------------------------------------------------------------
@@ -122,73 +107,6 @@ void q8_0_x4_rows(int64_t nb, const BlockQ8_0* const* x, const BlockQ8_0A* a, fl
   alignas(32) float l[8];
   _mm256_store_ps(l, acc);
   for (int k = 0; k < n_rows; ++k) y[k] = l[k] + l[k + 4];
-}
-
-// --- Q4_K: 4 rows x 1 token ---------------------------------------------------------------------
-//
-// Per row and super-block the exact totals T = sum_j sc[j] * (q . a)_j and M = sum_j m[j] *
-// bsum32_j, as dot_avx2.cc's q4_k_x4_rows (same bounds: maddubs pairs <= 2 * 15 * 127, no
-// saturation; vpdpwssd adds exact int16 x int16 products into int32). zmm half h of nibble vector
-// cp (qs bytes 64cp .. 64cp + 63) is chunk 2cp + h: low nibbles are sub-block 4cp + 2h against
-// a[128cp + 64h .. + 31], high nibbles sub-block 4cp + 2h + 1 against a[128cp + 64h + 32 .. + 31].
-void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, float* y, int n_rows,
-                  const char* next) {
-  static_assert(offsetof(BlockQ4_K, d) == 0 && offsetof(BlockQ4_K, dmin) == 2);
-  const __m128i half_ctrl = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
-  const __m512i low_mask = _mm512_set1_epi8(0x0F);
-  // Byte-shuffle controls broadcasting int16 word k0 in the low 256 bits and k1 in the high ones.
-  const auto word_pick = [](int k0, int k1) {
-    return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k0)),
-                              _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * k1)), 1);
-  };
-  const __m512i pick_lo[2] = {word_pick(0, 2), word_pick(4, 6)};
-  const __m512i pick_hi[2] = {word_pick(1, 3), word_pick(5, 7)};
-  const bool to_l2 = 4 * nb * static_cast<int64_t>(sizeof(BlockQ4_K)) > kL1PrefetchDistance;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    prefetch_lines<9>(next + b * 4 * static_cast<int64_t>(sizeof(BlockQ4_K)), to_l2);
-    const BlockQ8_K& ab = a[b];
-    __m512i a_lo[2], a_hi[2];
-    for (int cp = 0; cp < 2; ++cp) {
-      const __m512i a0 = load512(ab.qs + 128 * cp), a1 = load512(ab.qs + 128 * cp + 64);
-      a_lo[cp] = _mm512_shuffle_i64x2(a0, a1, _MM_SHUFFLE(1, 0, 1, 0));
-      a_hi[cp] = _mm512_shuffle_i64x2(a0, a1, _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    __m256i sumi[4];
-    __m128i m16[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      const BlockQ4_K& xb = x[r][b];
-      uint64_t sc8, m8;
-      unpack_scales_mins_k4(xb.scales, &sc8, &m8);
-      m16[r] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
-      const __m512i sw = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
-      __m512i s = _mm512_setzero_si512();
-      for (int cp = 0; cp < 2; ++cp) {
-        const __m512i q = load512(xb.qs + 64 * cp);
-        const __m512i p_lo = _mm512_maddubs_epi16(_mm512_and_si512(q, low_mask), a_lo[cp]);
-        const __m512i p_hi = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask), a_hi[cp]);
-        s = _mm512_dpwssd_epi32(s, p_lo, _mm512_shuffle_epi8(sw, pick_lo[cp]));
-        s = _mm512_dpwssd_epi32(s, p_hi, _mm512_shuffle_epi8(sw, pick_hi[cp]));
-      }
-      sumi[r] = fold512(s);
-    }
-    const __m256i bs = _mm256_broadcastsi128_si256(bsums32(ab));
-    const __m256i mins01 = _mm256_madd_epi16(bs, _mm256_set_m128i(m16[1], m16[0]));
-    const __m256i mins23 = _mm256_madd_epi16(bs, _mm256_set_m128i(m16[3], m16[2]));
-    const __m256i v = pack4_halfsums(fold_halves2(sumi[0], sumi[1]), fold_halves2(sumi[2], sumi[3]), mins01, mins23);
-    uint32_t dd[4];
-    for (int r = 0; r < 4; ++r) std::memcpy(&dd[r], &x[r][b].d, 4);  // d, dmin adjacent
-    const __m128i halves = _mm_shuffle_epi8(
-        _mm_set_epi64x(static_cast<long long>(dd[2] | uint64_t{dd[3]} << 32), static_cast<long long>(dd[0] | uint64_t{dd[1]} << 32)),
-        half_ctrl);
-    const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(halves), _mm256_set1_ps(ab.d));
-    acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(v), acc);
-  }
-  alignas(32) float l[8];
-  _mm256_store_ps(l, acc);
-  const float out[4] = {l[0] - l[2], l[4] - l[6], l[1] - l[3], l[5] - l[7]};
-  for (int r = 0; r < n_rows; ++r) y[r] = out[r];
 }
 
 // --- Q6_K: 4 rows x 1 token ---------------------------------------------------------------------
@@ -265,7 +183,6 @@ void vnni_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void
 }
 
 constexpr TileDotFn q8_0_tile = vnni_tile<BlockQ8_0, BlockQ8_0A, sizeof(BlockQ8_0), kBlockQ8_0, q8_0_x4_rows, &DotKernels::q8_0_tile>;
-constexpr TileDotFn q4_k_tile = vnni_tile<BlockQ4_K, BlockQ8_K, sizeof(BlockQ4_K), kBlockK, q4_k_x4_rows, &DotKernels::q4_k_tile>;
 constexpr TileDotFn q6_k_tile = vnni_tile<BlockQ6_K, BlockQ8_K, sizeof(BlockQ6_K), kBlockK, q6_k_x4_rows, &DotKernels::q6_k_tile>;
 
 template <TileDotFn kTile>
@@ -279,13 +196,11 @@ const DotKernels* avx512_vnni_dot_kernels() {
   const DotKernels* avx2 = avx2_dot_kernels();
   if (avx2 == nullptr) return nullptr;
   static const DotKernels table = [avx2] {
-    DotKernels t = *avx2;  // float, Q4_0, Q5_K dots, quantizers and repacking GEMMs: the AVX2 ones
+    DotKernels t = *avx2;  // float, Q4_0, Q4_K, Q5_K dots, quantizers and repacking GEMMs: the AVX2 ones
     t.isa = CpuIsa::kAvx512Vnni;
     t.q8_0 = row_dot<q8_0_tile>;
-    t.q4_k = row_dot<q4_k_tile>;
     t.q6_k = row_dot<q6_k_tile>;
     t.q8_0_tile = q8_0_tile;
-    t.q4_k_tile = q4_k_tile;
     t.q6_k_tile = q6_k_tile;
     return t;
   }();
