@@ -211,7 +211,8 @@ test('degradation: above the threshold the default max_tokens shrinks and the he
   });
   // Wait until it runs (its first text may come late: padding ids have none).
   let stats;
-  for (let i = 0; i < 400 && !((stats = (await degrade.get('/stats')).json)?.running >= 1); i++) await sleep(25);
+  // kv_cache_usage, not running: the engine publishes running before the step, KV use after it.
+  for (let i = 0; i < 400 && !((stats = (await degrade.get('/stats')).json)?.kv_cache_usage > 0); i++) await sleep(25);
   const busy = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0 });
   const explicit = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0, max_tokens: 5 });
   const longResult = await long;
