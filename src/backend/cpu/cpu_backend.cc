@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "backend/cpu/kernels/cpu_isa.h"
+#include "backend/cpu/kernels/kernel_paths.h"
 #include "core/error.h"
 
 namespace qs {
@@ -26,8 +26,7 @@ const ModelConfig& CpuBackend::config() const {
 }
 
 std::string CpuBackend::describe() const {
-  return "cpu (" + std::to_string(pool_->n_threads()) + " threads, kernels " +
-         std::string(kernels::cpu_isa_name(kernels::active_cpu_isa())) + ")";
+  return "cpu (" + std::to_string(pool_->n_threads()) + " threads, " + kernels::cpu_kernel_paths() + ")";
 }
 
 void CpuBackend::prepare(const ModelConfig& config, const ModelWeights& weights, const BackendLimits& limits) {

@@ -1,4 +1,4 @@
-// Every dispatched element-wise and conversion kernel on every ISA level this CPU runs
+// Every dispatched element-wise, attention and conversion kernel on every ISA level this CPU runs
 // (tables from *_kernels_for), against float64 references over a sweep of lengths and
 // misalignments; plus the per-family path report. Levels the CPU lacks are skipped with a message.
 // (Matmul's tables are covered the same way in kernels_quant_test.cc.)
@@ -19,7 +19,9 @@
 #include "backend/cpu/kernels/cpu_isa.h"
 #include "backend/cpu/kernels/dot_kernels.h"
 #include "backend/cpu/kernels/kernel_paths.h"
+#include "backend/cpu/kernels/kv_layout.h"
 #include "backend/cpu/kernels/norm_rope.h"
+#include "backend/cpu/kernels/paged_attention.h"
 #include "formats/dequantize_kernels.h"
 #include "formats/dtype.h"
 #include "formats/quantize.h"
@@ -70,6 +72,7 @@ TEST(KernelIsaLevels, AvxTwoPathIsPresentWhenTheCpuHasIt) {
   if (!kernels::cpu_has_isa(CpuIsa::kAvx2)) GTEST_SKIP() << "the CPU lacks AVX2/FMA/F16C";
 #if defined(__x86_64__)
   EXPECT_NE(kernels::elementwise_kernels_for(CpuIsa::kAvx2), nullptr);
+  EXPECT_NE(kernels::attention_kernels_for(CpuIsa::kAvx2), nullptr);
   EXPECT_NE(dequantize_kernels_for(CpuIsa::kAvx2), nullptr);
 #endif
 }
@@ -79,6 +82,7 @@ TEST(KernelIsaPaths, NamesTheActiveTableOfEveryFamily) {
   const auto name = [](CpuIsa isa) { return std::string(kernels::cpu_isa_name(isa)); };
   EXPECT_NE(paths.find("cpu=" + name(kernels::detected_cpu_isa())), std::string::npos) << paths;
   EXPECT_NE(paths.find("matmul=" + name(kernels::active_dot_kernels().isa)), std::string::npos) << paths;
+  EXPECT_NE(paths.find("attention=" + name(kernels::active_attention_kernels().isa)), std::string::npos);
   EXPECT_NE(paths.find("norm=" + name(kernels::active_elementwise_kernels().isa)), std::string::npos);
   EXPECT_NE(paths.find("convert=" + name(active_dequantize_kernels().isa)), std::string::npos);
   const std::string families = paths.substr(paths.find(' '));  // after "cpu=<detected>"
@@ -88,6 +92,115 @@ TEST(KernelIsaPaths, NamesTheActiveTableOfEveryFamily) {
   }
   if (env != nullptr && std::string(env) == "avx2" && kernels::cpu_has_isa(CpuIsa::kAvx2)) {
     EXPECT_EQ(families.find("=scalar"), std::string::npos) << paths;
+  }
+}
+
+TEST(KernelIsaDot, EveryLevelMatchesFloat64AndDot4MatchesDotBitForBit) {
+  std::mt19937 rng(71);
+  const int64_t max_n = 4099;
+  const std::vector<float> a = random_floats(max_n + 8, rng);
+  const std::vector<float> w = random_floats(4 * (max_n + 8), rng);
+  for (const auto* k : tables(kernels::attention_kernels_for)) {
+    for (int64_t n : lengths()) {
+      for (int off = 0; off < 8; ++off) {
+        const float* x = a.data() + off;
+        const float* rows[4] = {w.data() + (off + 1) % 8, w.data() + (max_n + 8) + (off + 3) % 8,
+                                w.data() + 2 * (max_n + 8) + (off + 5) % 8,
+                                w.data() + 3 * (max_n + 8) + (off + 6) % 8};
+        float out4[4];
+        k->dot4(x, rows, n, out4);
+        for (int r = 0; r < 4; ++r) {
+          double exact = 0.0, magnitude = 0.0;
+          for (int64_t i = 0; i < n; ++i) {
+            exact += static_cast<double>(x[i]) * rows[r][i];
+            magnitude += std::fabs(static_cast<double>(x[i]) * rows[r][i]);
+          }
+          const float got = k->dot(x, rows[r], n);
+          // n products and sums, each rounding once: |err| <= 2 n u sum|x_i w_i|.
+          ASSERT_LE(std::fabs(got - exact), 2.0 * n * kU * magnitude)
+              << kernels::cpu_isa_name(k->isa) << " n=" << n << " off=" << off;
+          ASSERT_EQ(bits_of(out4[r]), bits_of(got)) << kernels::cpu_isa_name(k->isa) << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelIsaAttention, EveryLevelAndKvTypeMatchesFloat64Attention) {
+  const int64_t n_heads = 12, n_kv = 2, group = n_heads / n_kv, n_blocks = 6;
+  const std::vector<int32_t> block_table = {4, 1, 5, 0};  // non-contiguous
+  std::mt19937 rng(76);
+  for (int64_t d : {8, 36, 128}) {
+    for (DType element : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+      if (element == DType::Q8_0 && d % 32 != 0) continue;
+      const size_t row_size = row_bytes(element, d);
+      std::vector<uint8_t> k_bytes(n_blocks * n_kv * 16 * row_size), v_bytes(k_bytes.size());
+      kernels::KvLayerView kv;
+      kv.k = k_bytes.data();
+      kv.v = v_bytes.data();
+      kv.element_type = element;
+      kv.row_bytes = row_size;
+      kv.n_kv_heads = n_kv;
+      kv.head_dim = d;
+      const int64_t max_context = 16 * static_cast<int64_t>(block_table.size());
+      std::vector<float> k = random_floats(static_cast<size_t>(max_context * n_kv * d), rng);
+      std::vector<float> v = random_floats(static_cast<size_t>(max_context * n_kv * d), rng);
+      for (int64_t p = 0; p < max_context; ++p) {
+        kernels::kv_store(kv, block_table[p / 16] * 16 + static_cast<int32_t>(p % 16),
+                          k.data() + p * n_kv * d, v.data() + p * n_kv * d);
+      }
+      // The reference works on the stored (decoded) values; the kernels' error is f32 arithmetic.
+      for (int64_t p = 0; p < max_context; ++p) {
+        for (int64_t g = 0; g < n_kv; ++g) {
+          const size_t off = kv.row_offset(block_table[p / 16], g, static_cast<int32_t>(p % 16));
+          dequantize_row(element, kv.k + off, k.data() + (p * n_kv + g) * d, d);
+          dequantize_row(element, kv.v + off, v.data() + (p * n_kv + g) * d, d);
+        }
+      }
+      const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+      for (int64_t n_context : {int64_t{1}, int64_t{9}, int64_t{16}, int64_t{33}, max_context}) {
+        const std::vector<float> q = random_floats(static_cast<size_t>(n_heads * d), rng, 2.0f);
+        for (const auto* kern : tables(kernels::attention_kernels_for)) {
+          std::vector<float> out(static_cast<size_t>(n_heads * d), NAN);
+          kern->token(q.data(), {n_heads, n_kv, d}, kv, block_table.data(), n_context, out.data());
+          for (int64_t h = 0; h < n_heads; ++h) {
+            const int64_t g = h / group;
+            std::vector<double> s(static_cast<size_t>(n_context));
+            double s_max = -INFINITY, s_abs_max = 0.0, score_err = 0.0;
+            for (int64_t j = 0; j < n_context; ++j) {
+              double dot = 0.0, magnitude = 0.0;
+              for (int64_t i = 0; i < d; ++i) {
+                dot += static_cast<double>(q[h * d + i]) * k[(j * n_kv + g) * d + i];
+                magnitude += std::fabs(static_cast<double>(q[h * d + i]) * k[(j * n_kv + g) * d + i]);
+              }
+              s[j] = dot * scale;
+              s_max = std::max(s_max, s[j]);
+              s_abs_max = std::max(s_abs_max, std::fabs(s[j]));
+              score_err = std::max(score_err, scale * 2.0 * d * kU * magnitude + kU * std::fabs(s[j]));
+            }
+            // exp(s - max): the subtraction and the exp (relative error < 2^-22 on AVX2, < 1 ulp
+            // in libm), plus one rescaling exp and product per KV block.
+            const double n_kv_blocks = static_cast<double>((n_context + 15) / 16);
+            score_err += 2.0 * kU * s_abs_max + (1.0 + n_kv_blocks) * (0x1p-22 + kU);
+            std::vector<double> p(static_cast<size_t>(n_context));
+            double denom = 0.0;
+            for (int64_t j = 0; j < n_context; ++j) denom += p[j] = std::exp(s[j] - s_max);
+            const double weight_rel = std::expm1(2.0 * score_err);
+            for (int64_t i = 0; i < d; ++i) {
+              double expected = 0.0, magnitude = 0.0;
+              for (int64_t j = 0; j < n_context; ++j) {
+                expected += p[j] / denom * v[(j * n_kv + g) * d + i];
+                magnitude += p[j] / denom * std::fabs(v[(j * n_kv + g) * d + i]);
+              }
+              const double tol = (weight_rel + 4.0 * (n_context + 4) * kU) * magnitude;
+              ASSERT_LE(std::fabs(out[h * d + i] - expected), tol)
+                  << kernels::cpu_isa_name(kern->isa) << " " << dtype_name(element) << " d=" << d
+                  << " n_context=" << n_context << " head " << h << " i=" << i;
+            }
+          }
+        }
+      }
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include "backend/cpu/kernels/cpu_isa.h"
 #include "backend/cpu/kernels/dot_kernels.h"
 #include "backend/cpu/kernels/norm_rope.h"
+#include "backend/cpu/kernels/paged_attention.h"
 #include "formats/dequantize_kernels.h"
 
 namespace qs::kernels {
@@ -17,6 +18,7 @@ std::string cpu_kernel_paths() {
     out += cpu_isa_name(isa);
   };
   add("matmul", active_dot_kernels().isa);
+  add("attention", active_attention_kernels().isa);
   add("norm", elementwise.isa);
   add("rope", elementwise.isa);
   add("silu", elementwise.isa);

@@ -7,11 +7,16 @@
 // scale = 1 / sqrt(head_dim). One pass over the KV blocks with an online softmax (running max and
 // sum, partial output rescaled when a block raises the max: Milakov & Gimelshein 2018, as in
 // FlashAttention). GQA-aware: each K and V row is read and converted from F16 once for all query
-// heads of its group. exp() is a polynomial with relative error below 2^-22 (AVX2 builds).
+// heads of its group. exp() is a polynomial with relative error below 2^-22 on the AVX2 path.
+//
+// paged_attention_token runs the path of active_cpu_isa() (AttentionKernels): scalar in
+// paged_attention.cc, AVX2 + FMA + F16C in paged_attention_avx2.cc, both compiled from
+// paged_attention_impl.h. kv_store is generic (formats/ encoders).
 #pragma once
 
 #include <cstdint>
 
+#include "backend/cpu/kernels/cpu_isa.h"
 #include "backend/cpu/kernels/kv_layout.h"
 
 namespace qs::kernels {
@@ -32,5 +37,26 @@ void paged_attention_token(const float* q, const AttentionShape& shape, const Kv
 /// row, StepBatch::slot_mapping) of one layer's arrays, encoded in kv.element_type. A negative
 /// slot writes nothing (padded rows).
 void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v);
+
+/// One ISA level's attention kernels. `token` has paged_attention_token's contract; `dot` and
+/// `dot4` are the f32 dot products it uses (vec_dot.h: dot(a, b, n) = sum_i a[i] b[i];
+/// dot4(x, rows, n, out): out[r] = dot(x, rows[r], n), bit-identical per row to dot).
+struct AttentionKernels {
+  CpuIsa isa;
+  void (*token)(const float* q, const AttentionShape& shape, const KvLayerView& kv,
+                const int32_t* block_table, int64_t n_context, float* out);
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*dot4)(const float* x, const float* const rows[4], int64_t n, float out[4]);
+};
+
+/// The kernels of one level, or nullptr when the CPU or the build lacks that level's path.
+const AttentionKernels* attention_kernels_for(CpuIsa isa);
+/// The kernels paged_attention_token runs (highest filled level <= active_cpu_isa()).
+const AttentionKernels& active_attention_kernels();
+
+// Per-level tables; avx2_attention_kernels() is nullptr without an AVX2 build path and must only
+// be called after cpu_has_isa(CpuIsa::kAvx2).
+const AttentionKernels& scalar_attention_kernels();
+const AttentionKernels* avx2_attention_kernels();
 
 }  // namespace qs::kernels
