@@ -10,7 +10,8 @@
 #   scripts/test.sh tsan       ThreadSanitizer build: the engine, worker-pool and thread-pool unit
 #                              tests, and the HTTP server under the chaos e2e test
 #   scripts/test.sh soak [S]   scripts/soak.sh S (default 120) on the release build
-#   scripts/test.sh ci         release, then asan, fuzz, tsan and 2 minutes of soak
+#   scripts/test.sh ci         release, 2 minutes of soak and the fuzz smoke (what .ci/run runs)
+#   scripts/test.sh ci-full    ci plus asan and tsan
 #   scripts/test.sh all        release and asan (every test under ASan, e2e included)
 #
 # The e2e subset under ASan: server.test.mjs (every route, streaming, disconnect mid-stream,
@@ -89,7 +90,10 @@ case "${1:-release}" in
   fuzz) run_fuzz "${2:-30}" ;;
   tsan) run_tsan ;;
   soak) timed "soak" "$repo_root/scripts/soak.sh" "${2:-120}" ;;
-  ci) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_asan; run_fuzz 30; run_tsan ;;
+  # asan and tsan are not in ci yet: their builds and runs were not measured and verified green
+  # on this tree (issue 16 remaining); run them with `scripts/test.sh asan` / `tsan`.
+  ci) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_fuzz 30 ;;
+  ci-full) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_asan; run_fuzz 30; run_tsan ;;
   all) run_release; run_asan full ;;
-  *) echo "usage: scripts/test.sh [release|asan|fuzz [SECONDS]|tsan|soak [SECONDS]|ci|all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/test.sh [release|asan|fuzz [SECONDS]|tsan|soak [SECONDS]|ci|ci-full|all]" >&2; exit 2 ;;
 esac
