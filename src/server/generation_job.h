@@ -44,6 +44,8 @@ struct GenerationJob {
   bool logprobs = false;
   bool parse_tool_calls = false;    // request had tools: parse <tool_call> output
   bool split_reasoning = false;     // split <think>...</think> into reasoning_content
+  bool report_stop_cause = false;   // add the engine's "stop_cause" next to each finish_reason
+                                    // (for /v1/responses and /v1/messages, which translate it)
   std::vector<EngineRequest> choices;  // one engine request per choice (n)
   SteadyClock::time_point arrival;
   float temperature = 1;

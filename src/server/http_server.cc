@@ -15,6 +15,8 @@
 #include "server/request_deadline.h"
 #include "server/routes/cors.h"
 #include "server/routes/fallback_route.h"
+#include "server/anthropic_api.h"
+#include "server/routes/api_translation_routes.h"
 #include "server/routes/generation_routes.h"
 #include "server/routes/health_routes.h"
 #include "server/routes/http_reply.h"
@@ -95,6 +97,7 @@ void HttpServer::stop() {
 
 void HttpServer::answer_error(const httplib::Request& req, httplib::Response& res, const ApiError& error) const {
   send_error(res, error);
+  if (req.path == "/v1/messages") send_json(res, error.status(), anthropic_error_json(error));  // Anthropic's shape
   // A not-ready /ready is a probe answer, not a rejected request.
   if (!reached_engine(req, res) && req.path != "/ready") rejection_logger_.log(error, req.method, req.path);
 }
@@ -178,6 +181,8 @@ void HttpServer::register_routes() {
   s.Get("/stats", [this](Req, Res res) { handle_stats(engine_.stats(), metrics_, res); });
   s.Post("/v1/chat/completions", [this](Req req, Res res) { handle_chat_completions(*generation_, req, res); });
   s.Post("/v1/completions", [this](Req req, Res res) { handle_completions(*generation_, req, res); });
+  s.Post("/v1/responses", [this](Req req, Res res) { handle_responses(*generation_, req, res); });
+  s.Post("/v1/messages", [this](Req req, Res res) { handle_messages(*generation_, req, res); });
   s.Post("/tokenize", [this](Req req, Res res) { handle_tokenize(req, generation_->job_context, res); });
   s.Post("/detokenize", [this](Req req, Res res) { handle_detokenize(req, tokenizer_, res); });
 }

@@ -130,6 +130,7 @@ json build_response(const GenerationJob& job, const std::vector<ChoiceState>& ch
       choice["logprobs"] = job.logprobs ? completion_logprobs(c.logprobs, tokenizer, prefix.size()) : json(nullptr);
     }
     choice["finish_reason"] = finish_reason;
+    if (job.report_stop_cause) choice["stop_cause"] = c.stop_cause;
     out_choices.push_back(choice);
   }
   return {{"id", job.id},
@@ -227,8 +228,9 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
       if (!parsed.content.empty()) d["content"] = parsed.content;
       out += sse_data(chunk({{"index", index}, {"delta", d}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
     }
-    out += sse_data(chunk({{"index", index}, {"delta", json::object()}, {"logprobs", nullptr},
-                           {"finish_reason", finish_reason}}));
+    json finish = {{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+    if (job_.report_stop_cause) finish["stop_cause"] = state.stop_cause;
+    out += sse_data(chunk(std::move(finish)));
   }
   return out;
 }

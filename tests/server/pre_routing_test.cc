@@ -85,5 +85,15 @@ TEST(PreRouting, ApiKeyGuardsV1RoutesOnly) {
   EXPECT_FALSE(check_request_headers(request("GET", "/metrics", {}), options));
 }
 
+// Anthropic's SDKs authenticate with "x-api-key: <key>" instead of a bearer token.
+TEST(PreRouting, XApiKeyIsAcceptedLikeTheBearerKey) {
+  ServerOptions options;
+  options.api_key = "sekret";
+  EXPECT_FALSE(check_request_headers(request("POST", "/v1/messages", {{"Content-Length", "2"}, {"x-api-key", "sekret"}}), options));
+  const auto wrong = check_request_headers(request("POST", "/v1/messages", {{"Content-Length", "2"}, {"x-api-key", "other"}}), options);
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->error.status(), 401);
+}
+
 }  // namespace
 }  // namespace qs

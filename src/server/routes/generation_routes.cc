@@ -92,14 +92,14 @@ void answer_from_cache(const GenerationRouteContext& ctx, GenerationJob& job, co
 // Admission happens before any response byte: a rejected request (400 / 429 / 503, with
 // Retry-After for the last two) never gets a 200, streaming or not.
 void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slot, const nlohmann::ordered_json& body,
-             httplib::Response& res) {
+             httplib::Response& res, std::shared_ptr<ResponseAdapter> adapter = nullptr) {
   const std::string& log_format = ctx.options.log_format;
   job.log_format = log_format == "text"   ? GenerationJob::LogFormat::kText
                    : log_format == "none" ? GenerationJob::LogFormat::kNone
                                           : GenerationJob::LogFormat::kJson;
   const Tokenizer& tokenizer = ctx.job_context.tokenizer;
   if (job.degraded) res.set_header("x-qwenserve-degraded", "1");
-  if (ctx.response_cache) {
+  if (ctx.response_cache && !adapter) {  // cached answers are chat-shaped: none for adapted APIs
     const bool allowed = cache_allowed_by(body);
     const EngineRequest& first = job.choices.front();
     job.cache_key = response_cache_key(body, job.api == GenerationJob::Api::kChat ? "chat" : "completions", job.model,
@@ -131,7 +131,8 @@ void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slo
   ticket.release();  // now in the engine's incoming count
   res.set_header("x-request-id", job.id);
   if (!job.stream) {
-    send_json(res, 200, run_generation(std::move(job), std::move(choices), tokenizer, ctx.metrics));
+    nlohmann::json completion = run_generation(std::move(job), std::move(choices), tokenizer, ctx.metrics);
+    send_json(res, 200, adapter ? adapter->body(completion) : completion);
     return;
   }
   // With --max-queue-wait the stream starts only once the request runs, so that a queue
@@ -142,10 +143,14 @@ void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slo
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&tokenizer, &metrics = ctx.metrics, keepalive_ms = ctx.options.keepalive_ms, shared_job, shared_choices](
-          size_t, httplib::DataSink& sink) {
+      [&tokenizer, &metrics = ctx.metrics, keepalive_ms = ctx.options.keepalive_ms, shared_job, shared_choices,
+       adapter](size_t, httplib::DataSink& sink) {
         stream_generation(std::move(*shared_job), std::move(*shared_choices), tokenizer, metrics,
-                          [&sink](const std::string& bytes) { return sink.is_writable() && sink.write(bytes.data(), bytes.size()); },
+                          [&sink, &adapter](const std::string& chat_bytes) {
+                            const std::string bytes = adapter ? adapter->stream(chat_bytes) : chat_bytes;
+                            if (bytes.empty()) return sink.is_writable();
+                            return sink.is_writable() && sink.write(bytes.data(), bytes.size());
+                          },
                           keepalive_ms);
         sink.done();
         return true;
@@ -160,6 +165,17 @@ bool degrade(const GenerationRouteContext& ctx) {
 }
 
 }  // namespace
+
+QueueSlot reserve_generation_slot(const GenerationRouteContext& ctx) { return admission_precheck(ctx); }
+
+void run_adapted_chat(const GenerationRouteContext& ctx, const ChatRequest& request, QueueSlot slot,
+                      std::shared_ptr<ResponseAdapter> adapter, httplib::Response& res) {
+  GenerationJob job = build_chat_job(request, ctx.job_context);
+  job.include_usage = true;
+  job.report_stop_cause = true;
+  adapter->on_job(job);
+  run_job(ctx, std::move(job), std::move(slot), nlohmann::ordered_json(), res, std::move(adapter));
+}
 
 void handle_chat_completions(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   QueueSlot slot = admission_precheck(ctx);

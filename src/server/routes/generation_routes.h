@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "engine/engine.h"
 #include "metrics/server_metrics.h"
@@ -37,6 +39,29 @@ struct GenerationRouteContext {
 /// "x-request-id" once the job reached the engine (its log line is then written by the engine
 /// side, generation_job.h). Errors are thrown as ApiError.
 void handle_chat_completions(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+/// Reshapes a chat completion into another API (/v1/responses, /v1/messages). One per request.
+class ResponseAdapter {
+ public:
+  virtual ~ResponseAdapter() = default;
+  /// Called once the job is built, before any other call (its id, model, created, prompt_ids).
+  virtual void on_job(const GenerationJob& job) = 0;
+  /// The API's response body for a chat.completion body (with choices[].stop_cause).
+  virtual nlohmann::json body(const nlohmann::json& chat_completion) = 0;
+  /// The API's SSE bytes for the SSE bytes of a chat.completion.chunk stream (whole events:
+  /// "data: {...}\n\n", ": keep-alive\n\n", "data: [DONE]\n\n"); may be empty.
+  virtual std::string stream(const std::string& chat_sse) = 0;
+};
+
+/// Reserves the queue place as handle_chat_completions does first (503 / 429 as documented there).
+QueueSlot reserve_generation_slot(const GenerationRouteContext& ctx);
+
+/// Runs an already parsed chat request (n must be 1) through the chat pipeline and answers in the
+/// shape `adapter` makes: a JSON body, or an SSE stream when request.fields.stream. The chat
+/// stream always includes its usage chunk and each finish_reason its stop_cause. Errors before
+/// the first byte are thrown as ApiError.
+void run_adapted_chat(const GenerationRouteContext& ctx, const ChatRequest& request, QueueSlot slot,
+                      std::shared_ptr<ResponseAdapter> adapter, httplib::Response& res);
 
 /// POST /v1/completions: as handle_chat_completions with parse_completion_request /
 /// build_completion_job and text_completion bodies.

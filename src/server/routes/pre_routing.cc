@@ -48,8 +48,9 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
                             "invalid_request_error", "length_required"));
   }
   if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0 && !is_cors_preflight(req, options.allowed_origins) &&
-      req.get_header_value("Authorization") != "Bearer " + options.api_key) {
-    return HeaderRejection{ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>')", "",
+      req.get_header_value("Authorization") != "Bearer " + options.api_key &&
+      req.get_header_value("x-api-key") != options.api_key) {  // Anthropic clients send x-api-key
+    return HeaderRejection{ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')", "",
                                     "invalid_request_error", "invalid_api_key"),
                            false};
   }

@@ -24,7 +24,8 @@ struct HeaderRejection {
 /// - declared length above options.max_body_bytes: 413 request_too_large, connection closed;
 /// - a POST with neither Content-Length nor chunked Transfer-Encoding (RFC 9110 section
 ///   15.5.12): 411 length_required, connection closed;
-/// - options.api_key set and a /v1/ path without "Authorization: Bearer <key>": 401
+/// - options.api_key set and a /v1/ path without "Authorization: Bearer <key>" or "x-api-key: <key>"
+///   (Anthropic clients): 401
 ///   invalid_api_key (the connection stays open); a CORS preflight (cors.h) needs no key.
 std::optional<HeaderRejection> check_request_headers(const httplib::Request& req, const ServerOptions& options);
 

@@ -1,0 +1,58 @@
+#include "server/routes/api_translation_routes.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/anthropic_api.h"
+#include "server/openai_request.h"
+#include "server/responses_api.h"
+#include "server/routes/http_reply.h"
+
+namespace qs {
+namespace {
+
+class ResponsesAdapter : public ResponseAdapter {
+ public:
+  explicit ResponsesAdapter(nlohmann::json echo) : echo_(std::move(echo)) {}
+  void on_job(const GenerationJob& job) override { translator_.emplace(job.id, job.model, job.created, echo_); }
+  nlohmann::json body(const nlohmann::json& chat) override { return responses_body(chat, echo_); }
+  std::string stream(const std::string& chat_sse) override { return translator_->translate(chat_sse); }
+
+ private:
+  nlohmann::json echo_;
+  std::optional<ResponsesStreamTranslator> translator_;
+};
+
+class MessagesAdapter : public ResponseAdapter {
+ public:
+  explicit MessagesAdapter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  void on_job(const GenerationJob& job) override {
+    translator_.emplace(job.id, job.model, static_cast<int64_t>(job.prompt_ids.size()), stops_);
+  }
+  nlohmann::json body(const nlohmann::json& chat) override { return anthropic_body(chat, stops_); }
+  std::string stream(const std::string& chat_sse) override { return translator_->translate(chat_sse); }
+
+ private:
+  std::vector<std::string> stops_;
+  std::optional<AnthropicStreamTranslator> translator_;
+};
+
+}  // namespace
+
+void handle_responses(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  QueueSlot slot = reserve_generation_slot(ctx);
+  ResponsesRequest translated = translate_responses_request(parse_json_body(req));
+  const ChatRequest request = parse_chat_request(translated.chat_body, ctx.job_context.tokenizer.vocab_size());
+  run_adapted_chat(ctx, request, std::move(slot), std::make_shared<ResponsesAdapter>(std::move(translated.echo)), res);
+}
+
+void handle_messages(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  QueueSlot slot = reserve_generation_slot(ctx);
+  AnthropicRequest translated = translate_anthropic_request(parse_json_body(req));
+  const ChatRequest request = parse_chat_request(translated.chat_body, ctx.job_context.tokenizer.vocab_size());
+  run_adapted_chat(ctx, request, std::move(slot), std::make_shared<MessagesAdapter>(std::move(translated.stop_sequences)), res);
+}
+
+}  // namespace qs
