@@ -1,5 +1,7 @@
 #include "chat/output_parser.h"
 
+#include "chat/tool_call_stream.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -77,7 +79,14 @@ std::optional<ToolCall> parse_call_body(std::string_view body) {
   } else if (args->is_string()) {
     call.arguments = args->get<std::string>();
   } else if (args->is_object()) {
-    dump_python_style(*args, call.arguments);
+    // The model's own text (normalized separators) when the body has the usual shape, so that a
+    // streamed call (tool_call_stream.h) and this one have the same arguments text.
+    if (auto header = match_call_header(body)) {
+      JsonSeparatorNormalizer normalizer;
+      normalizer.push(body.substr(header->arguments_at), call.arguments);
+    } else {
+      dump_python_style(*args, call.arguments);
+    }
   } else {
     return std::nullopt;
   }

@@ -72,8 +72,10 @@ class ReasoningStreamSplitter {
 
 struct ToolCall {
   std::string name;
-  /// The arguments as JSON text: an object serialized with ", " and ": " separators (Python's
-  /// json.dumps default, key order kept), or the model's string verbatim if it gave a string.
+  /// The arguments as JSON text: an object with ", " and ": " separators (Python's json.dumps
+  /// default, key order kept; strings and numbers as the model wrote them when the body starts
+  /// {"name": .., "arguments": {, see tool_call_stream.h), or the model's string verbatim if it
+  /// gave a string.
   std::string arguments;
 };
 

@@ -33,6 +33,46 @@ void check_json_depth(const nlohmann::ordered_json& doc, int max_schema_depth) {
   }
 }
 
+// See GrammarKind::kToolCalls.
+int32_t add_tool_calls(GrammarBuilder& b, const std::string& text, const CompileLimits& limits) {
+  nlohmann::ordered_json spec;
+  try {
+    spec = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("tool_calls: not valid JSON: ") + e.what());
+  }
+  if (!spec.is_object() || !spec.contains("tools") || !spec["tools"].is_array() || spec["tools"].empty()) {
+    throw Error("tool_calls: expected {\"tools\": [...]} with at least one tool");
+  }
+  std::vector<Sequence> calls;
+  for (const auto& tool : spec["tools"]) {
+    if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
+      throw Error("tool_calls: every tool needs a string name");
+    }
+    const nlohmann::ordered_json parameters =
+        tool.contains("parameters") && !tool["parameters"].is_null() ? tool["parameters"] : nlohmann::ordered_json::object();
+    check_json_depth(parameters, limits.max_schema_depth);
+    int32_t args = -1;
+    try {
+      args = add_json_schema(b, parameters, limits);
+    } catch (const Error& e) {
+      throw Error("tool " + tool["name"].get<std::string>() + ": " + e.what());
+    }
+    Sequence call = GrammarBuilder::literal("<tool_call>\n{\"name\": " + tool["name"].dump() + ", \"arguments\": ");
+    call.push_back(Symbol::ref(args));
+    append(call, GrammarBuilder::literal("}\n</tool_call>"));
+    calls.push_back(std::move(call));
+  }
+  const Symbol one = b.alt(std::move(calls), "tool_call");
+  Sequence root{one};
+  if (spec.value("parallel", false)) {
+    Sequence more = GrammarBuilder::literal("\n");
+    more.push_back(one);
+    root.push_back(b.star(std::move(more)));
+  }
+  return b.add_rule("tool_calls", {std::move(root)});
+}
+
 }  // namespace
 
 Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& limits) {
@@ -74,6 +114,9 @@ Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& l
     }
     case GrammarKind::kGbnf:
       root = add_gbnf(b, source.text, limits.max_repeat);
+      break;
+    case GrammarKind::kToolCalls:
+      root = add_tool_calls(b, source.text, limits);
       break;
   }
   return b.build(root);

@@ -7,6 +7,10 @@
 //   kRegex       a regular expression the whole output must match (see regex_grammar.h);
 //   kChoices     a JSON array of strings: the output is exactly one of them;
 //   kGbnf        a GBNF grammar as llama.cpp's server takes it (see gbnf_parser.h), root "root".
+//   kToolCalls   Qwen3 tool calls: text {"tools": [{"name": N, "parameters": SCHEMA}, ...],
+//                "parallel": bool}; the output is `<tool_call>\n{"name": "N", "arguments": ARGS}
+//                \n</tool_call>` with ARGS following N's parameter schema (each schema its own
+//                document for $ref), one call, or with "parallel" one or more joined by "\n".
 // Every error is a qs::Error whose message names the keyword, rule or limit at fault (fit for an
 // HTTP 400 body).
 #pragma once
@@ -23,7 +27,7 @@
 
 namespace qs::constrained {
 
-enum class GrammarKind { kJsonSchema, kJsonObject, kRegex, kChoices, kGbnf };
+enum class GrammarKind { kJsonSchema, kJsonObject, kRegex, kChoices, kGbnf, kToolCalls };
 
 struct GrammarSource {
   GrammarKind kind;
@@ -34,6 +38,7 @@ struct GrammarSource {
   static GrammarSource regex(std::string pattern) { return {GrammarKind::kRegex, std::move(pattern)}; }
   static GrammarSource choices(const std::vector<std::string>& options);
   static GrammarSource gbnf(std::string grammar) { return {GrammarKind::kGbnf, std::move(grammar)}; }
+  static GrammarSource tool_calls(std::string spec) { return {GrammarKind::kToolCalls, std::move(spec)}; }
 };
 
 struct CompileLimits {

@@ -36,7 +36,8 @@ Engine::Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions optio
       blocks_(backend.kv_blocks(), options_.prefix_caching),
       scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}),
       prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, 1, options_.max_num_seqs),
-      step_runner_(backend) {
+      step_runner_(backend),
+      mask_workers_(std::max(0, options_.mask_threads)) {
   blank_token_.assign(static_cast<size_t>(backend.vocab_rows()), -1);
   thread_ = std::thread([this] { loop(); });
 }
@@ -82,6 +83,12 @@ SubmitResult Engine::try_submit(EngineRequest request, QueueSlot* slot) {
                      std::to_string(request.max_tokens) + "), the " +
                      (kv ? "KV cache holds " + std::to_string(kv_tokens)
                          : "engine has " + std::to_string(max_context));
+    return result;
+  }
+  if (request.grammar && request.grammar->vocab->rows() != backend_.vocab_rows()) {
+    result.rejection = EngineErrorCode::kInvalid;
+    result.message = "structured output: the grammar was compiled for " + std::to_string(request.grammar->vocab->rows()) +
+                     " logits rows, the model has " + std::to_string(backend_.vocab_rows());
     return result;
   }
   uint64_t seq_id = 0;

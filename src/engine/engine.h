@@ -23,6 +23,7 @@
 #include "engine/prefill_budget.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/mask_workers.h"
 #include "engine/step_runner.h"
 #include "engine/ttft_predictor.h"
 #include "kv/block_manager.h"
@@ -42,6 +43,7 @@ struct EngineOptions {
   int thread_nice = 0;               // > 0: the engine thread lowers its own priority (Linux nice)
   double prefill_slack = 0.5;        // a step with prefill next to decodes may take (1 + slack)
                                      // decode-only steps (engine/prefill_budget.h); 0: no cap
+  int mask_threads = 2;              // workers computing structured-output masks during a step
 };
 
 struct EngineStats {
@@ -122,6 +124,9 @@ class Engine {
   LoadSnapshot load_snapshot() const;
   /// Tokens one sequence may hold: the backend's context limit, capped by the KV cache size.
   int64_t context_tokens() const;
+  /// Logits rows per token (the backend's vocab_rows(), e.g. 151936): a request's grammar must
+  /// be compiled for this many rows.
+  int32_t vocab_rows() const { return backend_.vocab_rows(); }
   const EngineOptions& options() const { return options_; }
 
  private:
@@ -143,6 +148,7 @@ class Engine {
   Scheduler scheduler_;
   PrefillBudget prefill_budget_;  // engine thread only
   StepRunner step_runner_;        // engine thread only
+  MaskWorkers mask_workers_;      // grammar masks while the backend runs a step
   uint64_t next_seq_id_ = 1;      // guarded by mutex_
 
   std::mutex mutex_;
@@ -155,6 +161,7 @@ class Engine {
   std::vector<int8_t> blank_token_;  // [vocab] -1 unknown, else is_blank_or_punct(token text)
   int64_t preemptions_ = 0, cache_queries_ = 0, cache_hits_ = 0, prefill_computed_ = 0;
   double forward_s_ = 0, output_s_ = 0;
+  double mask_wait_s_ = 0;  // engine thread waiting for masks after launch() returned
   int64_t steps_ = 0;
 
   std::atomic<int64_t> n_running_{0};

@@ -1,6 +1,7 @@
 // One engine step: build the batch, run the forward pass, sample and emit (see engine.h).
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <span>
 
 #include "engine/engine.h"
@@ -37,7 +38,16 @@ void Engine::emit_token(EngineSequence& seq, const StepOutput& out, int32_t row)
   event.prompt_tokens = seq.prompt_tokens();
   event.completion_tokens = seq.n_output();
   const auto& stops = seq.request.stop_token_ids;
-  const bool is_stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
+  bool is_stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
+  if (seq.matcher) {
+    // The mask allowed only tokens the grammar accepts; a refusal means a backend ignored it.
+    if (!seq.matcher->accept_token(token)) {
+      fail(seq, EngineErrorCode::kInternal, "structured output: sampled token " + std::to_string(token) +
+                                                " is not allowed by the grammar");
+      return;
+    }
+    if (seq.matcher->is_terminated()) is_stop_token = true;
+  }
   StopMatcher::Result text;
   // Ids past the tokenizer's vocabulary (the embedding's padding rows, e.g. 151669..151935 in
   // Qwen3) have no text.
@@ -79,6 +89,7 @@ bool Engine::step() {
   if (plan.chunks.empty()) return false;
   step_runner_.clear();
   std::vector<std::pair<EngineSequence*, int32_t>> logits_owners;  // (sequence, its output row)
+  std::vector<std::pair<EngineSequence*, int32_t>> constrained;    // sequences needing a mask
   int64_t n_decode = 0;
   int64_t n_prefill = 0;
   for (const ScheduledChunk& c : plan.chunks) {
@@ -96,11 +107,38 @@ bool Engine::step() {
     in.block_table = seq->block_table;
     in.n_logits = c.needs_logits ? 1 : 0;
     in.sampling = &seq->sampling;
+    in.mask_later = c.needs_logits && seq->matcher != nullptr;
     const int32_t row = step_runner_.add(in);
     if (c.needs_logits) logits_owners.emplace_back(seq, row);
+    if (in.mask_later) constrained.emplace_back(seq, row);
     if (c.first < seq->n_prompt) prefill_computed_ += std::min(c.first + c.n, seq->n_prompt) - c.first;
   }
-  const StepOutput& out = step_runner_.run();
+  // Masks are written between launch and wait (the backend reads them when it samples): the
+  // workers start first, so they overlap the CPU backend's forward pass inside launch() too.
+  if (!constrained.empty()) {
+    mask_workers_.start(static_cast<int>(constrained.size()), [this, &constrained](int i) {
+      const auto& [seq, row] = constrained[static_cast<size_t>(i)];
+      seq->matcher->fill_next_token_bitmask(step_runner_.mask_row(row).data());
+    });
+  }
+  try {
+    step_runner_.launch();
+  } catch (...) {
+    if (!constrained.empty()) mask_workers_.join();
+    throw;
+  }
+  std::exception_ptr mask_error;  // the step is still waited for, so the backend is left idle
+  if (!constrained.empty()) {
+    const auto mask_wait = SteadyClock::now();
+    try {
+      mask_workers_.join();
+    } catch (...) {
+      mask_error = std::current_exception();
+    }
+    mask_wait_s_ += std::chrono::duration<double>(SteadyClock::now() - mask_wait).count();
+  }
+  const StepOutput& out = step_runner_.wait();
+  if (mask_error) std::rethrow_exception(mask_error);
   prefill_budget_.record(n_decode, n_prefill, step_runner_.last_forward_seconds());
   // Seconds per prefill token for TTFT prediction (ttft_predictor.h): only from steps with enough
   // prefill tokens that the fixed per-step cost (and the warm-up's first touch of the weights)

@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "constrained/compiled_grammar.h"
 #include "sampling/sampling_params.h"
 
 namespace qs {
@@ -29,6 +31,11 @@ struct EngineRequest {
   SteadyClock::time_point arrival = SteadyClock::now();
   double timeout_s = 0;                   // > 0: arrival + timeout_s ends it with kTimeout
   int32_t priority = 0;                   // queue order: lower is sooner, ties FIFO (vLLM's)
+  // Structured output: when set, every sampled token must follow this grammar (compiled by the
+  // caller, e.g. the HTTP thread, with a vocabulary whose rows are the backend's vocab_rows() and
+  // whose stop ids are among stop_token_ids). The sequence owns a GrammarMatcher; a stop token is
+  // allowed only where the grammar may end, and accepting one finishes the sequence with "stop".
+  std::shared_ptr<const constrained::CompiledGrammar> grammar;
 };
 
 /// Why a request failed (EngineEvent::kError) or was turned away at submission; the server maps

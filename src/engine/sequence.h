@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "constrained/grammar_matcher.h"
 #include "engine/output_guard.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -32,6 +33,7 @@ struct EngineSequence : SchedSequence {
     sampling.params = request.sampling;
     sampling.seed = request.sampling.seed.has_value() ? *request.sampling.seed : random_seed();
     sampling.n_logprobs = request.top_logprobs;
+    if (request.grammar) matcher = std::make_unique<constrained::GrammarMatcher>(request.grammar, 16);
     tokens = request.prompt_ids;
     n_prompt = static_cast<int64_t>(tokens.size());
     priority = request.priority;
@@ -60,6 +62,9 @@ struct EngineSequence : SchedSequence {
   OutputGuard guard;
   SteadyClock::time_point deadline = SteadyClock::time_point::max();
   bool finished = false;
+  // Structured output (request.grammar): advanced once per sampled token in emit_token, never by
+  // a recompute after preemption (the recomputed tokens were accepted when first sampled).
+  std::unique_ptr<constrained::GrammarMatcher> matcher;
 };
 
 }  // namespace qs

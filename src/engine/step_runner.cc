@@ -62,6 +62,9 @@ int32_t StepRunner::add(const StepSequence& seq) {
   if (!seq.allowed_mask.empty()) {
     base.mask_row = static_cast<int32_t>(sampling_.allowed_mask.size() / sampling_.mask_words());
     sampling_.allowed_mask.insert(sampling_.allowed_mask.end(), seq.allowed_mask.begin(), seq.allowed_mask.end());
+  } else if (seq.mask_later) {
+    base.mask_row = static_cast<int32_t>(sampling_.allowed_mask.size() / sampling_.mask_words());
+    sampling_.allowed_mask.resize(sampling_.allowed_mask.size() + static_cast<size_t>(sampling_.mask_words()), ~0u);
   }
   for (int32_t j = 0; j < seq.n_logits; ++j) {
     SamplingRow row = base;
@@ -85,11 +88,28 @@ int32_t StepRunner::add(const StepSequence& seq) {
 }
 
 const StepOutput& StepRunner::run() {
+  launch();
+  return wait();
+}
+
+void StepRunner::launch() {
   builder_.build(batch_);
-  const auto start = std::chrono::steady_clock::now();
-  backend_.forward(batch_, sampling_, output_);
-  last_forward_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  launch_start_ = std::chrono::steady_clock::now();
+  backend_.launch(batch_, sampling_, output_);
+}
+
+const StepOutput& StepRunner::wait() {
+  backend_.wait();
+  last_forward_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start_).count();
   return output_;
+}
+
+std::span<uint32_t> StepRunner::mask_row(int32_t first_row) {
+  if (first_row < 0 || first_row >= static_cast<int32_t>(sampling_.rows.size())) return {};
+  const int32_t m = sampling_.rows[static_cast<size_t>(first_row)].mask_row;
+  if (m < 0) return {};
+  const auto words = static_cast<size_t>(sampling_.mask_words());
+  return {sampling_.allowed_mask.data() + static_cast<size_t>(m) * words, words};
 }
 
 }  // namespace qs

@@ -9,6 +9,7 @@
 // order (a sequence's rows are consecutive, starting at the index add() returned).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 
@@ -38,6 +39,10 @@ struct StepSequence {
   const SequenceSampling* sampling = nullptr; // null: greedy, no logprobs
   bool want_logits = false;                   // return the raw logits rows too
   std::span<const uint32_t> allowed_mask;     // empty, or [ceil(vocab_rows / 32)] u32 for every row
+  // Reserve a mask row (all tokens allowed until written) that the caller fills through
+  // mask_row() between launch() and wait(), e.g. a grammar matcher on a worker thread while the
+  // forward pass runs. Ignored when allowed_mask is given or n_logits == 0.
+  bool mask_later = false;
 };
 
 class StepRunner {
@@ -53,8 +58,18 @@ class StepRunner {
   /// Tokens added since clear().
   int64_t n_tokens() const { return n_tokens_; }
   /// Runs the step on the backend and returns its output (valid until the next run()). Throws
-  /// qs::Error when the backend rejects the batch or fails.
+  /// qs::Error when the backend rejects the batch or fails. run() = launch() + wait().
   const StepOutput& run();
+  /// Starts the step (Backend::launch); mask rows may be written until wait(). On the CPU backend
+  /// the forward pass runs inside launch(), so masks must be computed on other threads.
+  void launch();
+  /// Finishes the step (Backend::wait: sampling reads the masks) and returns its output.
+  const StepOutput& wait();
+  /// The writable mask row [mask_words()] u32 of the sequence whose first logits row is
+  /// `first_row` (add()'s result), when it was added with mask_later; empty span otherwise.
+  /// Valid until the next clear() / add().
+  std::span<uint32_t> mask_row(int32_t first_row);
+  int32_t mask_words() const { return sampling_.mask_words(); }
   /// Wall time of the last run()'s Backend::forward, seconds.
   double last_forward_seconds() const { return last_forward_s_; }
 
@@ -66,6 +81,7 @@ class StepRunner {
   StepOutput output_;
   int64_t n_tokens_ = 0;
   double last_forward_s_ = 0;
+  std::chrono::steady_clock::time_point launch_start_;
 };
 
 }  // namespace qs

@@ -128,6 +128,14 @@ ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_op
       degraded_(registry_.add_gauge("qwenserve_degraded", "1 while load-adaptive degradation is on, else 0.")),
       degraded_requests_(registry_.add_counter("qwenserve_degraded_requests_total",
                                                "Requests served with degraded defaults (lower max_tokens, no thinking).")),
+      structured_output_requests_(registry_.add_labeled_counter(
+          "qwenserve_structured_output_requests_total",
+          "Requests with structured output (response_format, structured_outputs, grammar, forced tool calls), by type.",
+          "type")),
+      grammar_compile_seconds_(registry_.add_histogram(
+          "qwenserve_grammar_compile_seconds",
+          "Time to compile a request's grammar on the HTTP thread (cache hits included).",
+          {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
       window_(std::move(clock), window_options) {
   request_success_.with("stop");
   request_success_.with("length");
@@ -184,6 +192,10 @@ void ServerMetrics::record_request(const RequestRecord& record) {
   window_.add(record);
   recent_.add(record);
 }
+
+void ServerMetrics::record_structured_output(std::string_view type) { structured_output_requests_.with(type).inc(); }
+
+void ServerMetrics::record_grammar_compile(double seconds) { grammar_compile_seconds_.observe(seconds); }
 
 void ServerMetrics::record_http_status(int status) { http_requests_.with(std::to_string(status)).inc(); }
 

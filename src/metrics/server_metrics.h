@@ -31,6 +31,8 @@
 #pragma once
 
 #include <atomic>
+#include <string_view>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,6 +89,12 @@ class ServerMetrics {
   /// addition to recording the rejection's HTTP response.
   void record_admission_rejection();
 
+  /// Counts a request with structured output in structured_output_requests_total{type} (type:
+  /// json_schema, json_object, regex, choice, grammar or tool).
+  void record_structured_output(std::string_view type);
+  /// One grammar compile (a cache hit included) in grammar_compile_seconds.
+  void record_grammar_compile(double seconds);
+
   void set_num_requests_running(std::int64_t n);
   void set_num_requests_waiting(std::int64_t n);
   /// `fraction` of KV cache blocks in use, clamped to [0, 1].
@@ -134,6 +142,8 @@ class ServerMetrics {
   Gauge& response_cache_bytes_;
   Gauge& degraded_;
   Counter& degraded_requests_;
+  LabeledCounter& structured_output_requests_;
+  Histogram& grammar_compile_seconds_;
   RollingWindow window_;
   RecentRequests recent_;
   std::atomic<std::uint64_t> generation_requests_{0};  // record_request calls (for the degraded share)

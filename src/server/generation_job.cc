@@ -197,12 +197,18 @@ void await_admission(const GenerationJob& job, std::vector<ChoiceState>& choices
 }
 
 nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choices, const Tokenizer& tokenizer,
-                              metrics::ServerMetrics& metrics) {
+                              metrics::ServerMetrics& metrics, const std::function<bool()>& client_gone) {
   LatencyTracker latency{job.arrival, {}, {}, {}};
+  bool cancelled = false;
   for (auto& c : choices) {
     while (!c.done) {
       EngineEvent event;
-      if (!next_event(c, event, std::chrono::milliseconds(1000))) continue;
+      const bool got = next_event(c, event, std::chrono::milliseconds(client_gone ? 100 : 1000));
+      if (client_gone && !cancelled && client_gone()) {
+        cancelled = true;
+        for (auto& other : choices) other.stream->cancel();
+      }
+      if (!got) continue;
       if (!event.token_ids.empty()) latency.token_written(SteadyClock::now());
       c.apply(event);
       if (c.done && !c.error.empty()) {

@@ -76,9 +76,12 @@ std::vector<ChoiceState> submit_job(const GenerationJob& job, Engine& engine, me
 void await_admission(const GenerationJob& job, std::vector<ChoiceState>& choices, metrics::ServerMetrics& metrics);
 
 /// Runs the submitted job to completion and returns the response body. Records latency and logs.
-/// Throws ApiError (status from http_status_for) when a choice fails.
+/// Throws ApiError (status from http_status_for) when a choice fails. `client_gone` (optional) is
+/// asked after every engine event (at least every 100 ms): once true, every choice is cancelled
+/// (the engine frees its KV blocks at its next step) and the request is logged with
+/// finish_reason "cancelled".
 nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choices, const Tokenizer& tokenizer,
-                              metrics::ServerMetrics& metrics);
+                              metrics::ServerMetrics& metrics, const std::function<bool()>& client_gone = {});
 
 /// Streams the submitted job as server-sent events through `write` (role chunk, deltas, finish
 /// chunk, optional usage chunk, [DONE]); a failure after the start is an SSE error event. Sends

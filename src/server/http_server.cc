@@ -1,4 +1,5 @@
 #include "server/http_server.h"
+#include "server/structured_output.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -45,8 +46,9 @@ HttpServer::HttpServer(ServerOptions options, Engine& engine, const Tokenizer& t
       chat_template_(chat_template),
       metrics_(metrics),
       rejection_logger_(options_.log_format),
+      grammars_(std::make_unique<LazyGrammarCompiler>(tokenizer_, engine_.vocab_rows(), default_stop_token_ids(tokenizer_))),
       generation_(std::make_unique<GenerationRouteContext>(GenerationRouteContext{
-          options_, engine_, metrics_, JobContext{options_, tokenizer_, chat_template_, engine_.context_tokens(), 0},
+          options_, engine_, metrics_, JobContext{options_, tokenizer_, chat_template_, engine_.context_tokens(), 0, grammars_.get(), &metrics_},
           [this] { return accepting_requests(); },
           options_.response_cache_bytes > 0 ? std::make_shared<ResponseCache>(options_.response_cache_bytes) : nullptr})),
       server_(std::make_unique<httplib::Server>()) {

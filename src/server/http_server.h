@@ -34,6 +34,8 @@ struct Response;
 
 namespace qs {
 
+class LazyGrammarCompiler;
+
 class HttpWorkerPool;
 struct GenerationRouteContext;
 
@@ -109,6 +111,7 @@ class HttpServer {
   const ChatTemplate& chat_template_;
   metrics::ServerMetrics& metrics_;
   RejectionLogger rejection_logger_;
+  std::unique_ptr<LazyGrammarCompiler> grammars_;        // structured outputs (built on first use)
   std::unique_ptr<GenerationRouteContext> generation_;  // what the two generation routes use
   std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<HttpWorkerPool> workers_;  // started by bind(), handed to httplib by listen()

@@ -20,16 +20,6 @@ std::string random_id(const char* prefix) {
   return buffer;
 }
 
-std::vector<int32_t> stop_token_ids(const Tokenizer& tokenizer) {
-  std::vector<int32_t> ids;
-  if (auto eos = tokenizer.eos_id()) ids.push_back(*eos);
-  for (const char* literal : {"<|im_end|>", "<|endoftext|>"}) {
-    auto id = tokenizer.token_to_id(literal);
-    if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
-  }
-  return ids;
-}
-
 // max_tokens fitted to the context: an explicit request that cannot fit is an error.
 // A max_tokens above the context is a 400 (as vLLM does) even when --max-tokens-cap would have
 // lowered it; the cap applies to requests that fit.
@@ -78,6 +68,11 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
   job.max_tokens = fit_max_tokens(f, static_cast<int64_t>(prompt_ids.size()), ctx,
                                   api == GenerationJob::Api::kChat ? "messages" : "prompt");
   job.prompt_ids = std::move(prompt_ids);
+  std::shared_ptr<const constrained::CompiledGrammar> grammar;
+  if (f.structured) {
+    if (ctx.grammars == nullptr) throw invalid_param(f.structured->param, "structured output is not available on this server");
+    grammar = compile_structured_output(ctx.grammars->get(), *f.structured, ctx.metrics);
+  }
   for (int32_t i = 0; i < f.n; ++i) {
     EngineRequest r;
     r.id = job.id + "-" + std::to_string(i);
@@ -86,7 +81,8 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
     if (f.sampling.seed) r.sampling.seed = *f.sampling.seed + static_cast<uint64_t>(i);
     r.max_tokens = job.max_tokens;
     r.stop_strings = f.stop;
-    r.stop_token_ids = stop_token_ids(ctx.tokenizer);
+    r.stop_token_ids = default_stop_token_ids(ctx.tokenizer);
+    r.grammar = grammar;
     r.top_logprobs = f.logprobs ? f.top_logprobs : -1;
     r.arrival = job.arrival;
     r.priority = f.priority;
@@ -100,6 +96,16 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
 }
 
 }  // namespace
+
+std::vector<int32_t> default_stop_token_ids(const Tokenizer& tokenizer) {
+  std::vector<int32_t> ids;
+  if (auto eos = tokenizer.eos_id()) ids.push_back(*eos);
+  for (const char* literal : {"<|im_end|>", "<|endoftext|>"}) {
+    auto id = tokenizer.token_to_id(literal);
+    if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+  }
+  return ids;
+}
 
 std::string served_model_for(const std::string& requested, const ServerOptions& options) {
   if (requested.empty() || requested == options.served_model_name) return options.served_model_name;

@@ -15,7 +15,14 @@ struct JobContext {
   const ChatTemplate& chat_template;
   int64_t context_tokens;  // the engine's context length
   int32_t default_max_tokens = 0;  // > 0: replaces options.default_max_tokens (degraded service)
+  // Compiles GenerationFields::structured into EngineRequest::grammar (null: such requests are a
+  // 400); structured-output requests and compile times are counted in `metrics` when given.
+  LazyGrammarCompiler* grammars = nullptr;
+  metrics::ServerMetrics* metrics = nullptr;
 };
+
+/// The tokens that end a generation: the tokenizer's eos, <|im_end|> and <|endoftext|>.
+std::vector<int32_t> default_stop_token_ids(const Tokenizer& tokenizer);
 
 /// The model name a request's "model" field selects, as responses report it: the field itself when
 /// it is the served name or one of its aliases (ServerOptions), the served name when the field is

@@ -129,6 +129,7 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
     f.timeout_s = number_in(body, "timeout", 0.0, 1e7, 0.0);
     if (*f.timeout_s <= 0.0) throw invalid_param("timeout", "timeout must be a number of seconds > 0");
   }
+  f.structured = parse_structured_output(body);
   return f;
 }
 
@@ -225,6 +226,14 @@ ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
     r.tools = *tools;
   }
   if (const json* choice = field(body, "tool_choice")) r.tool_choice = *choice;
+  r.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
+  if (auto forced = tool_choice_grammar(r.tools, r.tool_choice, r.parallel_tool_calls)) {
+    if (r.fields.structured) {
+      throw invalid_param("tool_choice", "tool_choice " + r.tool_choice.dump() + " forces a tool call, so " +
+                                             r.fields.structured->param + " cannot constrain the output too");
+    }
+    r.fields.structured = std::move(forced);
+  }
   if (const json* kwargs = field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) throw invalid_param("chat_template_kwargs", "chat_template_kwargs must be an object");
     r.chat_template_kwargs = *kwargs;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sampling/sampling_params.h"
+#include "server/structured_output.h"
 
 namespace qs {
 
@@ -33,6 +34,11 @@ struct GenerationFields {
   bool include_timings = false;       // stream_options.include_timings: "timings" on the last SSE chunk
   int32_t priority = 0;               // vLLM's "priority": lower is scheduled sooner, ties FIFO
   std::optional<double> slo_ttft_ms;  // "slo_ttft_ms": this request's TTFT SLO (> 0), else --slo-ttft-ms
+  // The grammar source the output must follow (server/structured_output.h): response_format,
+  // structured_outputs, guided_*, json_schema / grammar, or (chat) a forced tool_choice. Other
+  // APIs (/v1/responses text.format, /v1/messages tool_choice) set it the same way; the job
+  // builder compiles it (400 on errors) before the request is queued.
+  std::optional<StructuredOutput> structured;
 };
 
 struct ChatRequest {
@@ -40,6 +46,7 @@ struct ChatRequest {
   nlohmann::ordered_json messages;            // validated array of messages, content normalized
   nlohmann::ordered_json tools;       // null or array
   nlohmann::ordered_json tool_choice; // null, string or object
+  bool parallel_tool_calls = true;    // with tool_choice required: one or more calls (false: one)
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;    // vLLM / Hugging Face: end the prompt with the assistant's turn opener
   bool continue_final_message = false;  // vLLM / Hugging Face: leave the final message open and continue it

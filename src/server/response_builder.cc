@@ -3,6 +3,7 @@
 #include <random>
 
 #include "chat/output_parser.h"
+#include "chat/tool_call_stream.h"
 
 namespace qs {
 namespace {
@@ -142,9 +143,10 @@ json build_response(const GenerationJob& job, const std::vector<ChoiceState>& ch
 }
 
 StreamEncoder::StreamEncoder(const GenerationJob& job, const Tokenizer& tokenizer, size_t n_choices)
-    : job_(job), tokenizer_(tokenizer), held_tool_text_(n_choices) {
+    : job_(job), tokenizer_(tokenizer) {
   for (size_t i = 0; i < n_choices; ++i) {
     splitters_.push_back(job.split_reasoning ? std::make_unique<chat::ReasoningStreamSplitter>() : nullptr);
+    tool_parsers_.push_back(job.parse_tool_calls ? std::make_unique<chat::ToolCallStreamParser>() : nullptr);
   }
 }
 
@@ -196,17 +198,28 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
     reasoning = std::move(d.reasoning);
     content = std::move(d.content);
   }
-  if (job_.parse_tool_calls) {
-    std::string& held = held_tool_text_[index];
-    const size_t start = held.empty() ? content.find("<tool_call>") : 0;
-    if (!held.empty() || start != std::string::npos) {
-      held += content.substr(start);
-      content.resize(start);
+  json tool_deltas = json::array();
+  if (tool_parsers_[index]) {
+    chat::ToolStreamOutput t = tool_parsers_[index]->push(content);
+    if (finished) {
+      chat::ToolStreamOutput rest = tool_parsers_[index]->flush();
+      t.content += rest.content;
+      t.calls.insert(t.calls.end(), rest.calls.begin(), rest.calls.end());
+    }
+    content = std::move(t.content);
+    for (const chat::ToolCallDelta& d : t.calls) {
+      if (d.first) {
+        tool_deltas.push_back({{"index", d.index}, {"id", tool_call_id()}, {"type", "function"},
+                               {"function", {{"name", d.name}, {"arguments", d.arguments}}}});
+      } else {
+        tool_deltas.push_back({{"index", d.index}, {"function", {{"arguments", d.arguments}}}});
+      }
     }
   }
   json delta = json::object();
   if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
   if (!content.empty()) delta["content"] = content;
+  if (!tool_deltas.empty()) delta["tool_calls"] = std::move(tool_deltas);
   json lp = nullptr;
   if (job_.logprobs && !event.logprobs.empty()) {
     lp = json{{"content", json::array()}};
@@ -217,17 +230,7 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
   }
   if (finished) {
     std::string finish_reason = state.finish_reason;
-    const std::string& held = held_tool_text_[index];
-    if (!held.empty()) {
-      chat::ToolCallParse parsed = chat::parse_tool_calls(held);
-      json d = json::object();
-      if (!parsed.tool_calls.empty()) {
-        d["tool_calls"] = tool_calls_json(parsed.tool_calls);
-        finish_reason = "tool_calls";
-      }
-      if (!parsed.content.empty()) d["content"] = parsed.content;
-      out += sse_data(chunk({{"index", index}, {"delta", d}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
-    }
+    if (tool_parsers_[index] && tool_parsers_[index]->n_calls() > 0) finish_reason = "tool_calls";
     json finish = {{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
     if (job_.report_stop_cause) finish["stop_cause"] = state.stop_cause;
     out += sse_data(chunk(std::move(finish)));

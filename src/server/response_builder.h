@@ -17,6 +17,7 @@ namespace qs {
 
 namespace chat {
 class ReasoningStreamSplitter;
+class ToolCallStreamParser;
 }
 
 /// Accumulated output of one choice.
@@ -58,8 +59,10 @@ class StreamEncoder {
 
   /// First chunk of every choice: delta {"role": "assistant", "content": ""} (chat only).
   std::string role_chunks();
-  /// Chunks for one event of choice `index` (content / reasoning deltas, logprobs, and the
-  /// finish chunk when the choice ends). Empty when there is nothing to send yet.
+  /// Chunks for one event of choice `index` (content / reasoning deltas, tool-call deltas as
+  /// OpenAI sends them: {index, id, type, function: {name, arguments: ""}} first, then
+  /// {index, function: {arguments: fragment}}; logprobs, and the finish chunk when the choice
+  /// ends, finish_reason "tool_calls" when it made a call). Empty when there is nothing to send.
   std::string event_chunks(size_t index, const EngineEvent& event, const ChoiceState& state);
   /// Usage chunk (when requested) and "data: [DONE]". With `timings` (stream_options.
   /// include_timings) the last chunk before [DONE] carries it as "timings": the usage chunk, or
@@ -71,7 +74,8 @@ class StreamEncoder {
   const GenerationJob& job_;
   const Tokenizer& tokenizer_;
   std::vector<std::unique_ptr<chat::ReasoningStreamSplitter>> splitters_;
-  std::vector<std::string> held_tool_text_;  // output after "<tool_call>" (sent at the end)
+  // Per choice with tools: <tool_call> blocks -> OpenAI tool_calls deltas as they are generated.
+  std::vector<std::unique_ptr<chat::ToolCallStreamParser>> tool_parsers_;
 };
 
 /// "data: <json>\n\n".

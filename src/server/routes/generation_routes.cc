@@ -12,6 +12,7 @@
 #include "server/degradation.h"
 #include "server/latency_breakdown.h"
 #include "server/slo_admission.h"
+#include "server/client_socket.h"
 #include "server/generation_job.h"
 #include "server/openai_request.h"
 #include "server/response_builder.h"
@@ -92,7 +93,7 @@ void answer_from_cache(const GenerationRouteContext& ctx, GenerationJob& job, co
 // Admission happens before any response byte: a rejected request (400 / 429 / 503, with
 // Retry-After for the last two) never gets a 200, streaming or not.
 void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slot, const nlohmann::ordered_json& body,
-             httplib::Response& res, std::shared_ptr<ResponseAdapter> adapter = nullptr) {
+             const httplib::Request* req, httplib::Response& res, std::shared_ptr<ResponseAdapter> adapter = nullptr) {
   const std::string& log_format = ctx.options.log_format;
   job.log_format = log_format == "text"   ? GenerationJob::LogFormat::kText
                    : log_format == "none" ? GenerationJob::LogFormat::kNone
@@ -131,7 +132,10 @@ void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slo
   ticket.release();  // now in the engine's incoming count
   res.set_header("x-request-id", job.id);
   if (!job.stream) {
-    nlohmann::json completion = run_generation(std::move(job), std::move(choices), tokenizer, ctx.metrics);
+    // A client that hangs up stops its generation within one engine step.
+    const std::function<bool()> gone =
+        req != nullptr ? disconnect_probe(req->remote_addr, req->remote_port, req->local_port) : std::function<bool()>();
+    nlohmann::json completion = run_generation(std::move(job), std::move(choices), tokenizer, ctx.metrics, gone);
     send_json(res, 200, adapter ? adapter->body(completion) : completion);
     return;
   }
@@ -174,7 +178,7 @@ void run_adapted_chat(const GenerationRouteContext& ctx, const ChatRequest& requ
   job.include_usage = true;
   job.report_stop_cause = true;
   adapter->on_job(job);
-  run_job(ctx, std::move(job), std::move(slot), nlohmann::ordered_json(), res, std::move(adapter));
+  run_job(ctx, std::move(job), std::move(slot), nlohmann::ordered_json(), nullptr, res, std::move(adapter));
 }
 
 void handle_chat_completions(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -192,7 +196,7 @@ void handle_chat_completions(const GenerationRouteContext& ctx, const httplib::R
   }
   GenerationJob job = build_chat_job(request, job_context);
   job.degraded = degraded;
-  run_job(ctx, std::move(job), std::move(slot), body, res);
+  run_job(ctx, std::move(job), std::move(slot), body, &req, res);
 }
 
 void handle_completions(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -204,7 +208,7 @@ void handle_completions(const GenerationRouteContext& ctx, const httplib::Reques
   if (degraded) job_context.default_max_tokens = ctx.options.degraded_max_tokens;
   GenerationJob job = build_completion_job(request, job_context);
   job.degraded = degraded;
-  run_job(ctx, std::move(job), std::move(slot), body, res);
+  run_job(ctx, std::move(job), std::move(slot), body, &req, res);
 }
 
 }  // namespace qs
