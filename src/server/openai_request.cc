@@ -169,6 +169,9 @@ json parse_messages(const json& body) {
     if (msg["content"].is_null() && role != "assistant") {
       throw invalid_param(param + ".content", param + ".content is required for role " + role);
     }
+    // OpenAI SDKs send an assistant tool-call turn with content null (or none); chat templates
+    // (Qwen3's) expect a string there.
+    if (msg["content"].is_null()) msg["content"] = "";
     if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
       if (!m["tool_calls"].is_array()) throw invalid_param(param + ".tool_calls", "tool_calls must be an array");
       json calls = json::array();

@@ -20,7 +20,7 @@ const ajv = new Ajv2020({ strict: false });
 
 before(async () => {
   await makeTinyModel();
-  server = await startServer(['--max-num-seqs', '16', '--no-output-guard']);
+  server = await startServer(['--served-model-name', 'x', '--max-num-seqs', '16', '--no-output-guard']);
   client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
 });
 
@@ -64,7 +64,7 @@ const SCHEMAS = [
   ['oneOf', { oneOf: [obj({ kind: { const: 'a' }, n: { type: 'integer', minimum: 0, maximum: 9 } }),
     obj({ kind: { const: 'b' }, s: s(3) })] }, true],
   ['allOf_objects', { allOf: [{ type: 'object', properties: { a: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['a'] },
-    { type: 'object', properties: { b: s(3) }, required: ['b'] }], additionalProperties: false }, true],
+    { type: 'object', properties: { b: s(3) }, required: ['b'] }] }, false],
   ['ref_defs', { $defs: { point: obj({ x: { type: 'integer', minimum: -9, maximum: 9 }, y: { type: 'integer', minimum: -9, maximum: 9 } }) },
     type: 'object', properties: { from: { $ref: '#/$defs/point' }, to: { $ref: '#/$defs/point' } }, required: ['from', 'to'],
     additionalProperties: false }, true],

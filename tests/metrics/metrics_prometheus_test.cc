@@ -529,7 +529,9 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
       {"qwenserve_response_cache_requests_total", "counter"},
       {"qwenserve_response_cache_bytes", "gauge"},
       {"qwenserve_degraded", "gauge"},
-      {"qwenserve_degraded_requests_total", "counter"}};
+      {"qwenserve_degraded_requests_total", "counter"},
+      {"qwenserve_structured_output_requests_total", "counter"},
+      {"qwenserve_grammar_compile_seconds", "histogram"}};
   ASSERT_EQ(families.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(families[i].name, expected[i].first);
