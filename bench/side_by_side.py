@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Side-by-side CPU speed: qwenserve `bench` against a peer's `llama-bench` on the same GGUF files.
+
+The peer (e.g. ik_llama.cpp's or llama.cpp's `llama-bench`) is never built by this repository: pass
+the path of a binary you built yourself with `--peer`. For each round and model the two engines run
+back to back in alternating order (qwenserve first in odd rounds, the peer first in even ones), with
+the same threads, prompt length (ppN: prefill tokens/s) and generated tokens (tgN: decode
+tokens/s), weights read into RAM on both sides (qwenserve `--no-mmap`, the peer `-mmp 0` in the
+default peer settings). A STREAM-like read probe (`qwenserve_microbench`'s ReadBandwidth with the
+same threads) runs once per round, so decode can be put against the memory roofline measured in the
+same minutes.
+
+Printed per model and test: the median tokens/s over the rounds of each engine (each round's value
+is that engine's mean over its `-r` repetitions), the ratio qwenserve / peer, and for tg tests the
+weight read rate (model bytes x tokens/s, GB/s) as a share of the median read probe. The peer's
+commit (llama-bench's `build_commit`) and the CPU's model and ISA flags are printed with the table.
+
+Example (2 threads, 3 rounds, ik_llama.cpp at its fastest documented CPU settings):
+  bench/side_by_side.py --peer ../peers/ik_llama.cpp/build/bin/llama-bench \
+      --peer-args "-rtr 1 -fa 1 -mmp 0" -m q4_k_m.gguf -m q8_0.gguf -p 512 -n 128 -t 2 --rounds 3
+
+Errors: exits 2 with a message when a binary is missing or a run fails (its stderr tail is shown).
+Only the Python standard library is used.
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+
+
+def fail(message):
+    """Prints message to stderr and exits 2."""
+    print(f"side_by_side: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cmd):
+    """Runs cmd (list) and returns its stdout; exits 2 naming the command when it fails."""
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        fail(f"`{shlex.join(cmd)}` exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return proc.stdout
+
+
+def qwenserve_run(binary, model, args):
+    """{test name: mean tokens/s} and the model's weight bytes from one `qwenserve bench --json`."""
+    cmd = [binary, "bench", "-m", model, "-p", str(args.n_prompt), "-n", str(args.n_gen),
+           "-t", str(args.threads), "-r", str(args.repetitions), "--no-mmap", "--json"]
+    results, model_bytes = {}, 0
+    for line in run(cmd).splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        j = json.loads(line)
+        results[j["test"]] = float(j["tokens_per_second"])
+        model_bytes = int(j["model_bytes"])
+    return results, model_bytes
+
+
+def peer_run(binary, model, args):
+    """{test name: avg tokens/s} and the build commit from one `llama-bench -o json` run."""
+    cmd = [binary, "-m", model, "-p", str(args.n_prompt), "-n", str(args.n_gen), "-t", str(args.threads),
+           "-r", str(args.repetitions), "-o", "json"] + shlex.split(args.peer_args)
+    rows = json.loads(run(cmd))
+    results, commit = {}, "?"
+    for row in rows:
+        n_prompt, n_gen = int(row.get("n_prompt", 0)), int(row.get("n_gen", 0))
+        name = f"pp{n_prompt}" if n_gen == 0 else f"tg{n_gen}"
+        results[name] = float(row["avg_ts"])
+        commit = row.get("build_commit", commit)
+    return results, commit
+
+
+def read_probe_gbps(microbench, threads):
+    """Read bandwidth in GB/s with `threads` threads (qwenserve_microbench ReadBandwidth)."""
+    out = run([microbench, f"--benchmark_filter=^ReadBandwidth/threads:{threads}$",
+               "--benchmark_format=json", "--benchmark_min_time=0.5"])
+    benchmarks = json.loads(out)["benchmarks"]
+    return max(float(b["GB_per_s"]) for b in benchmarks)
+
+
+def cpu_description():
+    """CPU model name and the SIMD flags that matter for these kernels, from /proc/cpuinfo."""
+    model, flags = "?", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    wanted = [f for f in sorted(flags) if f.startswith(("avx", "fma", "f16c"))]
+    return model, " ".join(wanted)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    default_build = os.path.join(os.path.dirname(here), "build", "release")
+    p.add_argument("--peer", required=True, help="path of the peer's llama-bench binary")
+    p.add_argument("--peer-args", default="-rtr 1 -fa 1 -mmp 0",
+                   help="extra llama-bench arguments (default: %(default)s, ik_llama.cpp's fastest CPU settings)")
+    p.add_argument("--qwenserve", default=os.path.join(default_build, "qwenserve"))
+    p.add_argument("--microbench", default=os.path.join(default_build, "bench", "qwenserve_microbench"),
+                   help="qwenserve_microbench for the read probe ('' to skip it)")
+    p.add_argument("-m", "--model", action="append", required=True, help="GGUF file (repeatable)")
+    p.add_argument("-p", "--n-prompt", type=int, default=512)
+    p.add_argument("-n", "--n-gen", type=int, default=128)
+    p.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    p.add_argument("-r", "--repetitions", type=int, default=1, help="timed runs per engine per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", help="also write every round's figures to this file")
+    args = p.parse_args()
+    for binary in [args.peer, args.qwenserve] + ([args.microbench] if args.microbench else []):
+        if not os.access(binary, os.X_OK):
+            fail(f"{binary} is not an executable file")
+
+    qs_rounds = {m: [] for m in args.model}
+    peer_rounds = {m: [] for m in args.model}
+    model_bytes, probes, commit = {}, [], "?"
+    for rnd in range(1, args.rounds + 1):
+        if args.microbench:
+            probes.append(read_probe_gbps(args.microbench, args.threads))
+        for model in args.model:
+            order = ["qwenserve", "peer"] if rnd % 2 else ["peer", "qwenserve"]
+            for who in order:
+                if who == "qwenserve":
+                    res, model_bytes[model] = qwenserve_run(args.qwenserve, model, args)
+                    qs_rounds[model].append(res)
+                else:
+                    res, commit = peer_run(args.peer, model, args)
+                    peer_rounds[model].append(res)
+                print(f"round {rnd} {os.path.basename(model)} {who}: "
+                      + ", ".join(f"{k} {v:.2f} t/s" for k, v in sorted(res.items())), file=sys.stderr)
+
+    cpu_model, cpu_flags = cpu_description()
+    probe = statistics.median(probes) if probes else None
+    print(f"CPU: {cpu_model}; flags: {cpu_flags}")
+    print(f"peer: {args.peer} (build_commit {commit}) args: {args.peer_args}")
+    print(f"threads {args.threads}, {args.rounds} rounds interleaved, {args.repetitions} run(s) per engine per round"
+          + (f", read probe median {probe:.1f} GB/s" if probe else ""))
+    print(f"{'model':<28} {'test':<7} {'qwenserve t/s':>14} {'peer t/s':>10} {'ratio':>7} {'qs read':>8} {'peer read':>9}")
+    summary = []
+    for model in args.model:
+        tests = sorted({t for r in qs_rounds[model] for t in r} & {t for r in peer_rounds[model] for t in r})
+        for test in tests:
+            qs = statistics.median(r[test] for r in qs_rounds[model])
+            peer = statistics.median(r[test] for r in peer_rounds[model])
+            share_qs = share_peer = ""
+            if test.startswith("tg") and probe:
+                share_qs = f"{100 * model_bytes[model] * qs / 1e9 / probe:.0f}%"
+                share_peer = f"{100 * model_bytes[model] * peer / 1e9 / probe:.0f}%"
+            print(f"{os.path.basename(model):<28} {test:<7} {qs:>14.2f} {peer:>10.2f} {qs / peer:>6.2f}x"
+                  f" {share_qs:>8} {share_peer:>9}")
+            summary.append({"model": model, "test": test, "qwenserve_tps": qs, "peer_tps": peer,
+                            "ratio": qs / peer})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"peer_commit": commit, "peer_args": args.peer_args, "cpu": cpu_model,
+                       "flags": cpu_flags, "read_probe_gbps": probes, "summary": summary,
+                       "qwenserve_rounds": qs_rounds, "peer_rounds": peer_rounds}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""bench/side_by_side.py against a stand-in peer that speaks llama-bench's JSON output format.
+
+The stand-in prints what `llama-bench -o json` prints (a JSON array, one object per test with
+n_prompt, n_gen, avg_ts, build_commit; see llama-bench's json_printer) with fixed tokens/s, and logs
+its arguments. Checked: the peer receives the same model, -p, -n, -t, -r as qwenserve plus the
+default peer settings (-rtr 1 -fa 1 -mmp 0); the two engines alternate order per round
+(qwenserve first in round 1, the peer first in round 2); the peer column is the stand-in's fixed
+value, the ratio is qwenserve's median / that value, the tg read share is model_bytes * t/s / probe;
+the peer's build_commit is printed; a missing peer binary exits 2 with a message naming it.
+
+Env: QS_BIN, QS_SOURCE_DIR, QS_TOKENIZER_DIR, QS_WORK_DIR.
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("QS_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+QS_BIN = os.environ.get("QS_BIN") or os.path.join(SRC, "build", "release", "qwenserve")
+TOKENIZER = os.environ.get("QS_TOKENIZER_DIR") or os.path.join(SRC, ".cache", "tokenizer-qwen3")
+WORK = os.path.join(os.environ.get("QS_WORK_DIR") or tempfile.mkdtemp(prefix="qs-sbs-"), "side_by_side")
+HARNESS = os.path.join(SRC, "bench", "side_by_side.py")
+
+PEER = r'''#!/usr/bin/python3
+import json, sys, time
+args = sys.argv[1:]
+with open(__file__ + ".log", "a") as f:
+    f.write(json.dumps({"t": time.time(), "argv": args}) + "\n")
+p = int(args[args.index("-p") + 1]); n = int(args[args.index("-n") + 1])
+print(json.dumps([
+    {"build_commit": "c0ffee1", "n_prompt": p, "n_gen": 0, "avg_ts": 100.0, "stddev_ts": 0.0},
+    {"build_commit": "c0ffee1", "n_prompt": 0, "n_gen": n, "avg_ts": 10.0, "stddev_ts": 0.0}]))
+'''
+
+MICROBENCH = r'''#!/usr/bin/python3
+import json, sys
+assert any(a.startswith("--benchmark_filter=^ReadBandwidth/threads:1$") for a in sys.argv), sys.argv
+print(json.dumps({"benchmarks": [{"name": "ReadBandwidth/threads:1/real_time", "GB_per_s": 20.0}]}))
+'''
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def write_exe(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    model = os.path.join(WORK, "tiny.gguf")
+    if not os.path.exists(model):
+        subprocess.run(["/usr/bin/python3", os.path.join(SRC, "tools", "qwenserve-make-test-model"), "--config", "tiny",
+                        "--format", "gguf", "--dtype", "f16", "--tokenizer", TOKENIZER, "--out", model],
+                       check=True, stdout=subprocess.DEVNULL)
+    peer = os.path.join(WORK, "llama-bench")
+    micro = os.path.join(WORK, "microbench")
+    write_exe(peer, PEER)
+    write_exe(micro, MICROBENCH)
+    if os.path.exists(peer + ".log"):
+        os.remove(peer + ".log")
+    out_json = os.path.join(WORK, "result.json")
+    cmd = [sys.executable, HARNESS, "--peer", peer, "--qwenserve", QS_BIN, "--microbench", micro, "-m", model,
+           "-p", "16", "-n", "4", "-t", "1", "-r", "1", "--rounds", "2", "--json", out_json]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    check(proc.returncode == 0, f"harness exits 0 (stderr tail: {proc.stderr[-500:]!r})")
+    if proc.returncode != 0:
+        return
+    print(proc.stdout)
+
+    calls = [json.loads(line) for line in open(peer + ".log")]
+    check(len(calls) == 2, "the peer runs once per round")
+    for c in calls:
+        a = c["argv"]
+        for flag, value in (("-m", model), ("-p", "16"), ("-n", "4"), ("-t", "1"), ("-r", "1"),
+                            ("-rtr", "1"), ("-fa", "1"), ("-mmp", "0"), ("-o", "json")):
+            check(flag in a and a[a.index(flag) + 1] == value, f"peer gets {flag} {value}")
+
+    # Order: round lines on stderr say who ran when.
+    order = re.findall(r"round (\d) \S+ (qwenserve|peer)", proc.stderr)
+    check(order == [("1", "qwenserve"), ("1", "peer"), ("2", "peer"), ("2", "qwenserve")],
+          f"alternating order per round: {order}")
+
+    check("build_commit c0ffee1" in proc.stdout, "peer commit printed")
+    res = json.load(open(out_json))
+    qs_pp = statistics.median(r["pp16"] for r in res["qwenserve_rounds"][model])
+    qs_tg = statistics.median(r["tg4"] for r in res["qwenserve_rounds"][model])
+    rows = {r["test"]: r for r in res["summary"]}
+    check(rows["pp16"]["peer_tps"] == 100.0 and rows["tg4"]["peer_tps"] == 10.0, "peer medians = stand-in values")
+    check(abs(rows["pp16"]["ratio"] - qs_pp / 100.0) < 1e-9, "pp ratio = qwenserve median / peer")
+    check(abs(rows["tg4"]["ratio"] - qs_tg / 10.0) < 1e-9, "tg ratio = qwenserve median / peer")
+    # Read share: the peer's 10 t/s x the model's weight bytes / 20 GB/s probe.
+    line = next(l for l in proc.stdout.splitlines() if " tg4 " in l)
+    model_bytes = int(next(json.loads(l) for l in subprocess.run(
+        [QS_BIN, "bench", "-m", model, "-p", "0", "-n", "1", "-r", "1", "-t", "1", "--json"],
+        capture_output=True, text=True, check=True).stdout.splitlines() if l.startswith("{"))["model_bytes"])
+    check(line.split()[-1] == f"{100 * model_bytes * 10.0 / 1e9 / 20.0:.0f}%", f"peer read share in {line!r}")
+
+    bad = subprocess.run([sys.executable, HARNESS, "--peer", os.path.join(WORK, "nope"), "-m", model],
+                         capture_output=True, text=True)
+    check(bad.returncode == 2 and "nope is not an executable file" in bad.stderr, "missing peer: exit 2 naming it")
+
+
+if __name__ == "__main__":
+    main()
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+    print("all checks passed")
