@@ -216,6 +216,15 @@ nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choice
       }
     }
   }
+  if (cancelled) {
+    // Logged and counted as the streaming path does (499, "client disconnected"); the engine's
+    // last event gave finish_reason "cancelled" and the exact completion_tokens. The 499 body
+    // goes to a closed socket.
+    metrics::RequestRecord record = make_record(job, choices, latency, 499);
+    record.error = "client disconnected";
+    finish_record(job, metrics, record);
+    throw ApiError(499, "client disconnected", "", "invalid_request_error", "client_disconnected");
+  }
   if (const ChoiceState* failed = first_error(choices)) {
     const ApiError error = engine_api_error(failed->error_code, failed->error);
     if (is_admission_rejection(failed->error_code)) metrics.record_admission_rejection();

@@ -78,8 +78,9 @@ void await_admission(const GenerationJob& job, std::vector<ChoiceState>& choices
 /// Runs the submitted job to completion and returns the response body. Records latency and logs.
 /// Throws ApiError (status from http_status_for) when a choice fails. `client_gone` (optional) is
 /// asked after every engine event (at least every 100 ms): once true, every choice is cancelled
-/// (the engine frees its KV blocks at its next step) and the request is logged with
-/// finish_reason "cancelled".
+/// (the engine frees its KV blocks at its next step), the request is recorded and logged with
+/// status 499, error "client disconnected" and finish_reason "cancelled" (as a disconnected
+/// stream), and ApiError(499, code "client_disconnected") is thrown.
 nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choices, const Tokenizer& tokenizer,
                               metrics::ServerMetrics& metrics, const std::function<bool()>& client_gone = {});
 

@@ -33,7 +33,9 @@ constexpr int kListenBacklog = 1024;  // pending connections (capped by net.core
 
 // A generation that reached the engine carries its id; the engine side counts and logs it.
 bool reached_engine(const httplib::Request& req, const httplib::Response& res) {
-  return (req.path == "/v1/chat/completions" || req.path == "/v1/completions") && res.has_header("x-request-id");
+  return (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || req.path == "/v1/responses" ||
+          req.path == "/v1/messages") &&
+         res.has_header("x-request-id");
 }
 
 }  // namespace
