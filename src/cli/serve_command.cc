@@ -7,9 +7,11 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <functional>
 #include <new>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,9 +53,23 @@ struct ServeOptions {
   double keepalive_s = 5;
   std::string metrics_compat = "none";  // "vllm": /metrics also writes vLLM's names
   std::string response_cache_size = "0";  // --response-cache-size (parse_byte_size)
+  std::string chat_template_file;         // --chat-template: replaces the model's template
   CLI::Option* max_batched_tokens_option = nullptr;
   CLI::Option* batch_size_option = nullptr;
 };
+
+// The chat template: --chat-template FILE, else the model's, else ChatML. Errors name the option.
+ChatTemplate load_chat_template(const ServeOptions& opt, const std::string& from_model) {
+  if (opt.chat_template_file.empty()) return ChatTemplate(from_model.empty() ? kChatMlTemplate : from_model);
+  std::ifstream in(opt.chat_template_file, std::ios::binary);
+  std::ostringstream source;
+  if (!in || !(source << in.rdbuf())) throw Error("--chat-template: cannot read " + opt.chat_template_file);
+  try {
+    return ChatTemplate(source.str());
+  } catch (const Error& e) {
+    throw Error("--chat-template " + opt.chat_template_file + ": " + e.what());
+  }
+}
 
 // KV blocks: --kv-cache-memory, else a quarter of available memory capped at max_num_seqs full
 // contexts (never less than one context).
@@ -148,7 +164,7 @@ int run_serve(ServeOptions opt) {
     const auto& model = loaded.model;
     const ModelConfig& config = model->config;
     const auto tokenizer = load_tokenizer(*model);
-    const ChatTemplate chat_template(model->chat_template.empty() ? kChatMlTemplate : model->chat_template);
+    const ChatTemplate chat_template = load_chat_template(opt, model->chat_template);
     const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
     const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
     stage = "starting the compute threads";
@@ -250,6 +266,8 @@ Command register_serve(CLI::App& app) {
                  "Model name(s) a request's \"model\" may name (absent also accepted; others get 404); the "
                  "first is reported by the API")
       ->capture_default_str();
+  app.add_option("--chat-template", opt->chat_template_file,
+                 "Jinja chat template file used instead of the model's (as vLLM's --chat-template)");
   app.add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
   app.add_option("--allowed-origins", s.allowed_origins,
                  "CORS: browser origins (scheme://host[:port], or * for any) that may call the API; default none")

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 
+#include "chat/template_error_locator.h"
 #include "core/error.h"
 #include "server/api_error.h"
 
@@ -127,6 +128,11 @@ std::string render_chat_prompt(const JobContext& ctx, const ChatRequest& request
   try {
     prompt = ctx.chat_template.render(context);
   } catch (const Error& e) {
+    // Name the message and field the error follows (re-rendering parts of the conversation).
+    if (const auto where = locate_template_error(ctx.chat_template, context, e.what())) {
+      throw invalid_param(where->path, where->path + ": the chat template cannot render this conversation at this field (" +
+                                           e.what() + ")");
+    }
     throw invalid_param("messages", std::string("chat template: ") + e.what());
   }
   if (!request.continue_final_message) return prompt;

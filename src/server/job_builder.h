@@ -39,7 +39,9 @@ GenerationJob build_completion_job(const CompletionRequest& request, const JobCo
 /// add_generation_prompt (used by /v1/chat/completions and /tokenize). With continue_final_message
 /// the prompt is cut right after the final message's content (as Hugging Face's
 /// apply_chat_template), so that the model continues that message. Throws ApiError(400) when the
-/// template rejects the conversation (param "messages"), or, with continue_final_message, when
+/// template rejects the conversation: param "messages[i].<field>" naming the message and field the
+/// error follows (chat/template_error_locator.h), "messages" when none is found; or, with
+/// continue_final_message, when
 /// the final message has no text or the template does not reproduce it (param
 /// "continue_final_message").
 std::string render_chat_prompt(const JobContext& ctx, const ChatRequest& request);

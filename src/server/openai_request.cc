@@ -1,6 +1,7 @@
 #include "server/openai_request.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "server/api_error.h"
@@ -148,6 +149,87 @@ json normalize_content(const json& content, const std::string& param) {
   return text;
 }
 
+// A string-or-null member `key` of `obj` (absent is fine): anything else is a 400 naming it.
+void check_optional_string(const json& obj, const char* key, const std::string& param) {
+  if (obj.contains(key) && !obj[key].is_null() && !obj[key].is_string()) {
+    throw invalid_param(param + "." + key, param + "." + key + " must be a string, got " + type_name(obj[key]));
+  }
+}
+
+// One tool call of an assistant message, as the chat template needs it (Qwen3 prints
+// `{"name": <name>, "arguments": <object as JSON>}`): function.name a non-empty string,
+// function.arguments a JSON object or a string holding one (decoded here; absent, null or "" is
+// {} as vLLM does); a string nesting deeper than the body limit stays a string. `param` is
+// "messages[i].tool_calls[j]".
+json parse_tool_call(const json& call, const std::string& param) {
+  if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+    throw invalid_param(param + ".function", param + ".function must be an object {name, arguments}");
+  }
+  check_optional_string(call, "id", param);
+  if (call.contains("type") && !call["type"].is_null() && call["type"] != "function") {
+    throw invalid_param(param + ".type", param + ".type must be \"function\"");
+  }
+  json c = call;
+  json& fn = c["function"];
+  const std::string fp = param + ".function";
+  if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty()) {
+    throw invalid_param(fp + ".name", fp + ".name must be a non-empty string");
+  }
+  const std::string ap = fp + ".arguments";
+  json& args = fn["arguments"];  // inserts null when absent
+  if (args.is_null() || (args.is_string() && args.get<std::string>().empty())) {
+    args = json::object();
+  } else if (args.is_string()) {
+    json decoded;
+    try {
+      decoded = parse_json_limited(args.get<std::string>());
+    } catch (const ApiError& e) {
+      if (e.code() == "json_too_deep") return c;  // valid but deep: the template prints it verbatim
+      throw invalid_param(ap, ap + " must be a JSON object (as a string or an object): " + e.what());
+    }
+    if (!decoded.is_object()) throw invalid_param(ap, ap + " must encode a JSON object, got " + type_name(decoded));
+    args = std::move(decoded);
+  } else if (!args.is_object()) {
+    throw invalid_param(ap, ap + " must be a JSON object or a string holding one, got " + type_name(args));
+  }
+  return c;
+}
+
+json parse_message(const json& m, const std::string& param) {
+  if (!m.is_object()) throw invalid_param(param, param + " must be an object");
+  const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
+  if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
+    throw invalid_param(param + ".role", param + ".role must be one of system, user, assistant, tool");
+  }
+  json msg = m;
+  if (role == "developer") msg["role"] = "system";
+  msg["content"] = normalize_content(m.contains("content") ? m["content"] : json(nullptr), param + ".content");
+  if (msg["content"].is_null() && role != "assistant") {
+    throw invalid_param(param + ".content", param + ".content is required for role " + role);
+  }
+  // OpenAI SDKs send an assistant tool-call turn with content null (or none); chat templates
+  // (Qwen3's) expect a string there.
+  if (msg["content"].is_null()) msg["content"] = "";
+  check_optional_string(m, "name", param);
+  check_optional_string(m, "reasoning_content", param);  // Qwen3's template strips it as a string
+  check_optional_string(m, "tool_call_id", param);
+  if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+    if (!m["tool_calls"].is_array()) throw invalid_param(param + ".tool_calls", param + ".tool_calls must be an array");
+    json calls = json::array();
+    for (size_t j = 0; j < m["tool_calls"].size(); ++j) {
+      calls.push_back(parse_tool_call(m["tool_calls"][j], param + ".tool_calls[" + std::to_string(j) + "]"));
+    }
+    msg["tool_calls"] = calls;
+  }
+  return msg;
+}
+
+// True when the message is an assistant turn that made tool calls.
+bool made_tool_calls(const json& msg) {
+  return msg["role"] == "assistant" && msg.contains("tool_calls") && msg["tool_calls"].is_array() &&
+         !msg["tool_calls"].empty();
+}
+
 json parse_messages(const json& body) {
   const json* messages = field(body, "messages");
   if (messages == nullptr) throw invalid_param("messages", "messages is required");
@@ -155,44 +237,16 @@ json parse_messages(const json& body) {
     throw invalid_param("messages", "messages must be a non-empty array");
   }
   json out = json::array();
+  size_t last_non_tool = SIZE_MAX;  // index of the latest message that is not a tool result
   for (size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
     const std::string param = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) throw invalid_param(param, param + " must be an object");
-    const std::string role = m.value("role", "");
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
-      throw invalid_param(param + ".role", param + ".role must be one of system, user, assistant, tool");
+    json msg = parse_message((*messages)[i], param);
+    // As OpenAI: a tool result answers the tool calls of the assistant turn before it.
+    if (msg["role"] == "tool" && (last_non_tool == SIZE_MAX || !made_tool_calls(out[last_non_tool]))) {
+      throw invalid_param(param + ".role", param + ".role: a message with role 'tool' must follow an assistant message "
+                                                   "with tool_calls (or another tool message answering them)");
     }
-    json msg = m;
-    if (role == "developer") msg["role"] = "system";
-    msg["content"] = normalize_content(m.contains("content") ? m["content"] : json(nullptr), param + ".content");
-    if (msg["content"].is_null() && role != "assistant") {
-      throw invalid_param(param + ".content", param + ".content is required for role " + role);
-    }
-    // OpenAI SDKs send an assistant tool-call turn with content null (or none); chat templates
-    // (Qwen3's) expect a string there.
-    if (msg["content"].is_null()) msg["content"] = "";
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-      if (!m["tool_calls"].is_array()) throw invalid_param(param + ".tool_calls", "tool_calls must be an array");
-      json calls = json::array();
-      for (const auto& call : m["tool_calls"]) {
-        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
-          throw invalid_param(param + ".tool_calls", "each tool call needs a function object");
-        }
-        json c = call;
-        json& fn = c["function"];
-        // Templates expect arguments as an object; OpenAI clients send a JSON string.
-        if (fn.contains("arguments") && fn["arguments"].is_string()) {
-          try {
-            fn["arguments"] = parse_json_limited(fn["arguments"].get<std::string>());
-          } catch (const ApiError&) {
-            // not JSON or nested too deeply: leave it as a string, the template prints it verbatim
-          }
-        }
-        calls.push_back(c);
-      }
-      msg["tool_calls"] = calls;
-    }
+    if (msg["role"] != "tool") last_non_tool = i;
     out.push_back(std::move(msg));
   }
   return out;

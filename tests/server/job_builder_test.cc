@@ -67,6 +67,36 @@ TEST(JobBuilder, ContinueFinalMessageWithoutTextIs400) {
   }
 }
 
+TEST(JobBuilder, TemplateErrorsNameTheMessageAndField) {
+  // Mistral / Llama-2 style role alternation: the 400 names the message that breaks it.
+  Fixture f;
+  const ChatTemplate alternating(
+      "{%- for m in messages %}{%- if (m.role == 'user') != (loop.index0 % 2 == 0) %}"
+      "{{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{%- endif %}"
+      "{{- m.content }}{%- endfor %}");
+  const JobContext ctx{f.options, test::qwen_tokenizer(), alternating, 4096, 0};
+  const ojson a = {{"role", "assistant"}, {"content", "ok"}};
+  try {
+    render_chat_prompt(ctx, chat(ojson::array({kUserHi, a, kUserHi, kUserHi})));
+    FAIL() << "rendered";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "messages[3].role");
+    const std::string message = e.what();
+    EXPECT_NE(message.find("messages[3].role"), std::string::npos) << message;
+    EXPECT_NE(message.find("Conversation roles must alternate"), std::string::npos) << message;
+  }
+  // A field of a type the template cannot use (here a string method on a number).
+  const ChatTemplate stripping("{%- for m in messages %}{{- m.content.strip() }}{%- endfor %}");
+  const JobContext ctx2{f.options, test::qwen_tokenizer(), stripping, 4096, 0};
+  try {
+    render_chat_prompt(ctx2, chat(ojson::array({kUserHi, {{"role", "assistant"}, {"content", 7}}})));
+    FAIL() << "rendered";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "messages[1].content") << e.what();
+  }
+}
+
 TEST(JobBuilder, ChatJobUsesTheRenderedPrompt) {
   Fixture f;
   const ojson messages = ojson::array({kUserHi, {{"role", "assistant"}, {"content", "Once upon"}}});

@@ -179,6 +179,50 @@ TEST(OpenAiRequest, ToolCallArgumentsSentAsAJsonStringReachTheTemplateAsAnObject
   EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"], (ojson{{"city", "Paris"}}));
 }
 
+// Conversations the chat template (Qwen3's) cannot render as meant are 400s naming the message
+// and field (OpenAI's own rules: tool results answer an assistant turn's tool_calls; arguments
+// are a JSON object, sent as a string; vLLM decodes them and treats absent / "" as {}).
+TEST(OpenAiRequest, MessagesAreValidatedAsTheChatTemplateNeedsThem) {
+  const ojson user = {{"role", "user"}, {"content", "q"}};
+  auto with_call = [](ojson function) {
+    return ojson{{"role", "assistant"}, {"content", nullptr},
+                 {"tool_calls", {{{"id", "c1"}, {"type", "function"}, {"function", std::move(function)}}}}};
+  };
+  auto messages = [&](ojson list) { return chat_body({{"messages", std::move(list)}}); };
+  const std::string args = "messages[1].tool_calls[0].function.arguments";
+  expect_rejected(messages({user, with_call({{"name", "f"}, {"arguments", "{not json"}})}), args);
+  expect_rejected(messages({user, with_call({{"name", "f"}, {"arguments", "[1, 2]"}})}), args);
+  expect_rejected(messages({user, with_call({{"name", "f"}, {"arguments", 5}})}), args);
+  expect_rejected(messages({user, with_call({{"name", "f"}, {"arguments", ojson::array()}})}), args);
+  expect_rejected(messages({user, with_call({{"arguments", "{}"}})}), "messages[1].tool_calls[0].function.name");
+  expect_rejected(messages({user, with_call({{"name", 3}, {"arguments", "{}"}})}), "messages[1].tool_calls[0].function.name");
+  ojson no_function = with_call({{"name", "f"}});
+  no_function["tool_calls"][0].erase("function");
+  expect_rejected(messages({user, no_function}), "messages[1].tool_calls[0].function");
+  ojson bad_type = with_call({{"name", "f"}});
+  bad_type["tool_calls"][0]["type"] = "code";
+  expect_rejected(messages({user, bad_type}), "messages[1].tool_calls[0].type");
+  expect_rejected(messages({user, {{"role", "assistant"}, {"content", "a"}, {"reasoning_content", 5}}}),
+                  "messages[1].reasoning_content");
+  expect_rejected(messages({user, {{"role", "user"}, {"content", "a"}, {"name", ojson::array()}}}), "messages[1].name");
+  expect_rejected(messages({{{"role", 1}, {"content", "a"}}}), "messages[0].role");
+  // A tool result must answer tool calls: after a user turn, or first, it is a 400 on its role.
+  const ojson tool = {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "r"}};
+  expect_rejected(messages({user, tool}), "messages[1].role");
+  expect_rejected(messages({tool, user}), "messages[0].role");
+  expect_rejected(messages({user, {{"role", "assistant"}, {"content", "a"}}, tool}), "messages[2].role");
+  ojson bad_id = tool;
+  bad_id["tool_call_id"] = 1;
+  expect_rejected(messages({user, with_call({{"name", "f"}, {"arguments", "{}"}}), bad_id}), "messages[2].tool_call_id");
+  // Accepted: results right after the calls (several in a row), absent / empty arguments as {}.
+  const ChatRequest ok = parse_chat_request(
+      messages({user, with_call({{"name", "f"}, {"arguments", ""}}), tool, tool,
+                {{"role", "assistant"}, {"content", "done"}}, user, with_call({{"name", "g"}}), tool}),
+      kVocab);
+  EXPECT_EQ(ok.messages[1]["tool_calls"][0]["function"]["arguments"], ojson::object());
+  EXPECT_EQ(ok.messages[6]["tool_calls"][0]["function"]["arguments"], ojson::object());
+}
+
 TEST(OpenAiRequest, ToolsIsAnArrayAndChatTemplateKwargsAnObject) {
   expect_rejected(chat_body({{"tools", {{"type", "function"}}}}), "tools");
   expect_rejected(chat_body({{"chat_template_kwargs", "x"}}), "chat_template_kwargs");
