@@ -150,6 +150,9 @@ EngineStats Engine::stats() const {
   s.forward_seconds_total = forward_s_pub_.load();
   s.output_seconds_total = output_s_pub_.load();
   s.steps_total = steps_pub_.load();
+  s.mask_wait_seconds_total = mask_wait_s_pub_.load();
+  s.mask_steps_total = mask_steps_pub_.load();
+  s.mask_wait_max_seconds = mask_wait_max_s_pub_.load();
   return s;
 }
 
@@ -204,6 +207,9 @@ void Engine::publish_stats() {
   forward_s_pub_.store(forward_s_);
   output_s_pub_.store(output_s_);
   steps_pub_.store(steps_);
+  mask_wait_s_pub_.store(mask_wait_s_);
+  mask_wait_max_s_pub_.store(mask_wait_max_s_);
+  mask_steps_pub_.store(mask_steps_);
 }
 
 // Releases the sequence's blocks and takes it out of the scheduler; the final event follows.

@@ -64,6 +64,14 @@ struct EngineStats {
   double forward_seconds_total = 0;
   double output_seconds_total = 0;
   int64_t steps_total = 0;
+  // Structured outputs: the engine thread's wait for grammar masks after Backend::launch returned
+  // (the masks run on MaskWorkers during the step; this is what they add beyond it), summed over
+  // the steps that computed masks, the number of those steps, and the longest wait of one step.
+  // On the CPU backend (forward inside launch) it is exactly the masks' cost to the step; on an
+  // asynchronous backend it also counts mask time that overlapped the device (an upper bound).
+  double mask_wait_seconds_total = 0;
+  int64_t mask_steps_total = 0;
+  double mask_wait_max_seconds = 0;
 };
 
 /// Outcome of try_submit: a stream to read, or why the request was turned away.
@@ -161,7 +169,10 @@ class Engine {
   std::vector<int8_t> blank_token_;  // [vocab] -1 unknown, else is_blank_or_punct(token text)
   int64_t preemptions_ = 0, cache_queries_ = 0, cache_hits_ = 0, prefill_computed_ = 0;
   double forward_s_ = 0, output_s_ = 0;
-  double mask_wait_s_ = 0;  // engine thread waiting for masks after launch() returned
+  // Engine thread waiting for structured-output masks after launch() returned (MaskWorkers::join):
+  // summed, the largest single wait, and the steps that computed masks.
+  double mask_wait_s_ = 0, mask_wait_max_s_ = 0;
+  int64_t mask_steps_ = 0;
   int64_t steps_ = 0;
 
   std::atomic<int64_t> n_running_{0};
@@ -170,8 +181,8 @@ class Engine {
   std::atomic<int64_t> n_referenced_{0};
   std::atomic<int64_t> n_cached_{0};
   std::atomic<int64_t> preemptions_pub_{0}, cache_queries_pub_{0}, cache_hits_pub_{0}, prefill_pub_{0};
-  std::atomic<double> forward_s_pub_{0}, output_s_pub_{0};
-  std::atomic<int64_t> steps_pub_{0};
+  std::atomic<double> forward_s_pub_{0}, output_s_pub_{0}, mask_wait_s_pub_{0}, mask_wait_max_s_pub_{0};
+  std::atomic<int64_t> steps_pub_{0}, mask_steps_pub_{0};
   std::atomic<int64_t> incoming_seqs_{0}, incoming_tokens_{0};  // submitted, not yet in the scheduler
   mutable std::mutex snapshot_mutex_;
   LoadSnapshot snapshot_;  // guarded by snapshot_mutex_

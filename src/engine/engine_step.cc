@@ -135,7 +135,10 @@ bool Engine::step() {
     } catch (...) {
       mask_error = std::current_exception();
     }
-    mask_wait_s_ += std::chrono::duration<double>(SteadyClock::now() - mask_wait).count();
+    const double waited_s = std::chrono::duration<double>(SteadyClock::now() - mask_wait).count();
+    mask_wait_s_ += waited_s;
+    mask_wait_max_s_ = std::max(mask_wait_max_s_, waited_s);
+    ++mask_steps_;
   }
   const StepOutput& out = step_runner_.wait();
   if (mask_error) std::rethrow_exception(mask_error);

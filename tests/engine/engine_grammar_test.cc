@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include "constrained/grammar_compiler.h"
 #include "constrained/token_vocabulary.h"
@@ -117,6 +118,35 @@ TEST_F(EngineGrammarTest, BatchInvariantAndPreemptionSafe) {
   }
   EXPECT_GT(preempted, 0) << "the KV budget must force preemption";
   EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
+}
+
+// /stats' mask wait (EngineStats::mask_*): every step that sampled a constrained token counts once,
+// unconstrained steps never; with no mask worker threads the engine thread computes every mask
+// itself after launch(), so each of those steps waits a positive time.
+TEST_F(EngineGrammarTest, MaskWaitIsCountedPerConstrainedStep) {
+  for (const int mask_threads : {0, 2}) {
+    EngineOptions options = no_guard(2, 64);
+    options.mask_threads = mask_threads;
+    Engine engine(*backend, tokenizer, options);
+    const Collected free_run = collect(*engine.submit(greedy_request({1, 2, 3}, 6)));
+    ASSERT_EQ(free_run.tokens.size(), 6u);
+    EngineStats st = settled_stats(engine);
+    EXPECT_EQ(st.mask_steps_total, 0) << "unconstrained steps wait for no mask";
+    EXPECT_EQ(st.mask_wait_seconds_total, 0.0);
+    const Collected c = collect(*engine.submit(request(constrained::GrammarSource::regex("x{12}"), {4, 5}, 64, 0.0f, 0)));
+    ASSERT_EQ(c.finish_reason, "stop") << c.text;
+    const auto expected_steps = static_cast<int64_t>(c.tokens.size());  // one constrained step per sampled token
+    for (int i = 0; i < 400 && st.mask_steps_total < expected_steps; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      st = engine.stats();
+    }
+    EXPECT_EQ(st.mask_steps_total, expected_steps) << "mask_threads " << mask_threads;
+    EXPECT_GE(st.steps_total, 6 + expected_steps);
+    if (mask_threads == 0) EXPECT_GT(st.mask_wait_seconds_total, 0.0);
+    EXPECT_GE(st.mask_wait_seconds_total, 0.0);
+    EXPECT_LE(st.mask_wait_max_seconds, st.mask_wait_seconds_total);
+    EXPECT_GE(st.mask_wait_max_seconds * static_cast<double>(st.mask_steps_total), st.mask_wait_seconds_total);
+  }
 }
 
 TEST_F(EngineGrammarTest, GrammarForAnotherVocabularyIsRejected) {

@@ -28,9 +28,16 @@ void handle_stats(const EngineStats& stats, metrics::ServerMetrics& metrics, htt
   // Engine-thread time since start: the backend's steps and the host work on their output
   // (detokenizing, stop strings, guards, events), to see whether output processing is a share of
   // the step worth moving off the engine thread.
+  // mask_wait_*: how long the engine thread waited for structured-output masks after the
+  // backend's launch (EngineStats), per step that computed masks.
+  const double mask_steps = static_cast<double>(stats.mask_steps_total);
   body["engine_steps"] = {{"steps", stats.steps_total},
                           {"forward_seconds", stats.forward_seconds_total},
-                          {"output_seconds", stats.output_seconds_total}};
+                          {"output_seconds", stats.output_seconds_total},
+                          {"mask_steps", stats.mask_steps_total},
+                          {"mask_wait_seconds", stats.mask_wait_seconds_total},
+                          {"mask_wait_ms_per_step", mask_steps > 0 ? 1e3 * stats.mask_wait_seconds_total / mask_steps : 0.0},
+                          {"mask_wait_max_ms", 1e3 * stats.mask_wait_max_seconds}};
   send_json(res, 200, body);
 }
 

@@ -14,7 +14,8 @@ void handle_metrics(const EngineStats& stats, metrics::ServerMetrics& metrics, h
 
 /// GET /stats: sets the same gauges, then answers 200 with metrics.stats_json() plus
 /// "kv_blocks" {"total", "referenced", "cached"}, "preemptions" and "engine_steps" {"steps",
-/// "forward_seconds", "output_seconds"} (engine-thread time since start) from `stats`.
+/// "forward_seconds", "output_seconds", "mask_steps", "mask_wait_seconds", "mask_wait_ms_per_step",
+/// "mask_wait_max_ms"} (engine-thread time since start; EngineStats) from `stats`.
 void handle_stats(const EngineStats& stats, metrics::ServerMetrics& metrics, httplib::Response& res);
 
 }  // namespace qs
