@@ -6,8 +6,7 @@
 namespace qs::constrained {
 
 const TopsMaskCache::Entry* TopsMaskCache::find_or_build(const std::vector<int32_t>& tops,
-                                                         const std::vector<PositionTokens>& positions,
-                                                         size_t words) {
+                                                         const TokenMaskCache& positions, size_t words) {
   {
     std::shared_lock lock(mu_);
     auto it = entries_.find(tops);
@@ -17,14 +16,14 @@ const TopsMaskCache::Entry* TopsMaskCache::find_or_build(const std::vector<int32
   auto e = std::make_unique<Entry>();
   e->accepted.assign(words, 0);
   for (int32_t p : tops) {
-    const PositionTokens& pt = positions[p];
+    const PositionTokens& pt = positions.at(p);
     if (!pt.accepted_bits.empty()) {
       for (size_t w = 0; w < words; ++w) e->accepted[w] |= pt.accepted_bits[w];
     }
     for (int32_t id : pt.accepted_ids) e->accepted[id >> 5] |= 1u << (id & 31);
   }
   for (int32_t p : tops) {
-    for (int32_t id : positions[p].uncertain) {
+    for (int32_t id : positions.at(p).uncertain) {
       if (!((e->accepted[id >> 5] >> (id & 31)) & 1)) e->uncertain.push_back(id);
     }
   }

@@ -28,8 +28,7 @@ class TopsMaskCache {
 
   /// The entry for sorted, distinct positions `tops`; nullptr when the cache is full and the
   /// key absent (the caller then merges itself). Thread-safe.
-  const Entry* find_or_build(const std::vector<int32_t>& tops,
-                             const std::vector<PositionTokens>& positions, size_t words);
+  const Entry* find_or_build(const std::vector<int32_t>& tops, const TokenMaskCache& positions, size_t words);
 
  private:
   struct Hash {
@@ -47,14 +46,14 @@ class TopsMaskCache {
 struct CompiledGrammar {
   Grammar grammar;
   std::shared_ptr<const TokenVocabulary> vocab;
-  std::vector<PositionTokens> position_tokens;  // indexed by grammar position
-  double compile_ms = 0;                        // wall time of parse + mask cache build
-  mutable TopsMaskCache tops_cache;             // thread-safe; filled by matchers
+  std::unique_ptr<TokenMaskCache> position_tokens;  // over `grammar`; positions classified
+                                                    // on first use are filled by matchers
+  double compile_ms = 0;                            // wall time of parse + mask cache build
+  mutable TopsMaskCache tops_cache;                 // thread-safe; filled by matchers
 
+  /// Grammar elements plus the token classes built so far (grows as matchers fill positions).
   size_t memory_bytes() const {
-    size_t n = grammar.elements.size() * sizeof(Element);
-    for (const auto& p : position_tokens) n += p.memory_bytes();
-    return n;
+    return grammar.elements.size() * sizeof(Element) + (position_tokens ? position_tokens->memory_bytes() : 0);
   }
 };
 

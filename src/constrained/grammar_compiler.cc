@@ -133,7 +133,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSou
     if (auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       ++hits_;
-      return it->second->second;
+      return it->second->grammar;
     }
   }
   const auto start = std::chrono::steady_clock::now();
@@ -142,20 +142,21 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSou
   auto cg = std::make_shared<CompiledGrammar>();
   cg->grammar = parse_grammar_source(source, limits_);
   cg->vocab = vocab_;
-  cg->position_tokens =
-      build_token_mask_cache(cg->grammar, *vocab_, deadline, limits_.max_parser_states);
+  cg->position_tokens = std::make_unique<TokenMaskCache>(cg->grammar, vocab_, deadline, limits_.max_parser_states);
   cg->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::shared_ptr<const CompiledGrammar> result = std::move(cg);
   if (capacity_ > 0) {
     std::lock_guard lock(mu_);
     if (index_.find(key) == index_.end()) {
-      lru_.emplace_front(key, result);
+      // The size at insertion is what is counted (and taken off on eviction): positions
+      // classified on first use later are not counted.
+      lru_.push_front({key, result, result->memory_bytes()});
       index_[std::move(key)] = lru_.begin();
-      bytes_ += result->memory_bytes();
+      bytes_ += lru_.front().bytes;
       while (lru_.size() > capacity_ || (bytes_ > max_bytes_ && lru_.size() > 1)) {
-        bytes_ -= lru_.back().second->memory_bytes();
-        index_.erase(lru_.back().first);
+        bytes_ -= lru_.back().bytes;
+        index_.erase(lru_.back().key);
         lru_.pop_back();
       }
     }

@@ -73,7 +73,12 @@ class GrammarCompiler {
   size_t max_bytes_;
   size_t bytes_ = 0;
   mutable std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_;
+  struct CacheEntry {
+    std::string key;
+    std::shared_ptr<const CompiledGrammar> grammar;
+    size_t bytes;  // memory_bytes() when inserted
+  };
+  std::list<CacheEntry> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
   size_t hits_ = 0;
 };

@@ -112,7 +112,7 @@ void GrammarMatcher::compute_mask(uint32_t* words) {
     }
     std::sort(tops_.begin(), tops_.end());
     tops_.erase(std::unique(tops_.begin(), tops_.end()), tops_.end());
-    const auto& positions = grammar_->position_tokens;
+    const TokenMaskCache& positions = *grammar_->position_tokens;
     const TopsMaskCache::Entry* merged =
         tops_.size() > 1 ? grammar_->tops_cache.find_or_build(tops_, positions, nwords) : nullptr;
     group_.clear();
@@ -121,7 +121,7 @@ void GrammarMatcher::compute_mask(uint32_t* words) {
       group_ = merged->uncertain;
     } else {
       for (int32_t p : tops_) {
-        const PositionTokens& pt = positions[p];
+        const PositionTokens& pt = positions.at(p);
         if (!pt.accepted_bits.empty()) {
           const uint32_t* src = pt.accepted_bits.data();
           for (size_t w = 0; w < nwords; ++w) words[w] |= src[w];

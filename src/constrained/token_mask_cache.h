@@ -1,7 +1,7 @@
-// Per-position token classification, precomputed once per compiled grammar (the "adaptive token
-// mask cache" idea of XGrammar, Dong et al. 2024, implemented from its description).
+// Per-position token classification of a compiled grammar (the "adaptive token mask cache" idea
+// of XGrammar, Dong et al. 2024, implemented from its description).
 //
-// For every kBytes position P of the grammar, each token of the vocabulary is run through the
+// For a kBytes position P of the grammar, each token of the vocabulary is run through the
 // stack-set parser starting from the single stack [P] (a depth-first walk over the token trie
 // with memoized parser-state transitions, so a shared prefix is parsed once):
 //   - accepted:  the whole token is consumed while the stack stays at or above P's frame, or it
@@ -12,10 +12,22 @@
 //   - rejected:  everything else; never allowed after P.
 // At mask time the matcher ORs the accepted sets of its stacks' tops and checks the (usually
 // few) uncertain tokens exactly.
+//
+// When: positions where a token boundary is common are classified at compile time: the first
+// element of an alternative and the element after a rule call. Positions inside a byte sequence
+// (after a byte of the same alternative: the rest of a UTF-8 character, the character after a
+// backslash, the hex digits of \uXXXX, the rest of a literal) are classified on first use, once
+// per compiled grammar: a token rarely ends there, and in a length-bounded JSON string
+// (maxLength N unrolls into N chain positions, each with its escapes and UTF-8 continuations)
+// they were about half of the compile time. The result is the same either way; only when it is
+// computed differs.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "constrained/grammar.h"
@@ -35,12 +47,46 @@ struct PositionTokens {
   }
 };
 
-/// Classifies the vocabulary at every kBytes position of `grammar`; the result is indexed by
-/// position (empty entries for other elements). Throws qs::Error when `deadline` passes (compile
-/// time limit) or more than `max_parser_states` distinct parser states arise.
-std::vector<PositionTokens> build_token_mask_cache(const Grammar& grammar,
-                                                   const TokenVocabulary& vocab,
-                                                   std::chrono::steady_clock::time_point deadline,
-                                                   size_t max_parser_states);
+/// Bytes that every byte set of a grammar treats alike share a class (the parser-state tables
+/// have one column per class).
+struct ByteClasses {
+  uint8_t class_of[256] = {};
+  size_t count = 0;
+};
+
+class TokenMaskCache {
+ public:
+  /// Classifies the compile-time positions of `grammar` (which must outlive the cache), or every
+  /// position with `classify_all_now` (tests). Throws qs::Error when `deadline` passes (compile
+  /// time limit) or more than `max_parser_states` distinct parser states arise.
+  TokenMaskCache(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                 std::chrono::steady_clock::time_point deadline, size_t max_parser_states,
+                 bool classify_all_now = false);
+  ~TokenMaskCache();
+  TokenMaskCache(const TokenMaskCache&) = delete;
+  TokenMaskCache& operator=(const TokenMaskCache&) = delete;
+
+  /// The classes of kBytes position `pos` (empty for other elements), classified now if it was
+  /// left for first use. Thread-safe; a first use takes a mutex, later ones only an atomic load.
+  /// A first-use classification that exceeds the parser-state limit marks every token that may
+  /// start there uncertain (exact at mask time, only slower).
+  const PositionTokens& at(int32_t pos) const;
+
+  /// Positions classified at compile time.
+  static bool classified_at_compile(const Grammar& grammar, size_t pos);
+  /// Bytes held by the classifications made so far.
+  size_t memory_bytes() const;
+  size_t n_positions() const { return entries_.size(); }
+  size_t n_built() const;
+
+ private:
+  const Grammar& grammar_;
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  ByteClasses classes_;
+  size_t max_parser_states_;
+  mutable std::vector<PositionTokens> entries_;          // indexed by grammar position
+  mutable std::unique_ptr<std::atomic<uint8_t>[]> built_;  // 1 once entries_[pos] is final
+  mutable std::mutex build_mu_;                          // first-use classifications
+};
 
 }  // namespace qs::constrained

@@ -5,6 +5,7 @@
 // allowed tokens has an empty mask (no dead ends).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
 #include <string>
 
@@ -67,6 +68,32 @@ TEST(QwenMask, JsonObjectMaskEqualsParser) { check_grammar(GrammarSource::json_o
 TEST(QwenMask, RegexAndGbnfMaskEqualsParser) {
   check_grammar(GrammarSource::regex("(Mr|Ms)\\. [A-Z][a-z]{1,10}, [0-9]{1,3} (street|road)"), 4, 3);
   check_grammar(GrammarSource::gbnf("root ::= \"<\" tag \">\" [^<]{0,20} \"</\" tag \">\"\ntag ::= \"b\" | \"em\""), 4, 4);
+}
+
+// Positions inside a byte sequence are classified on first use (token_mask_cache.h): whatever the
+// moment, the classes are those of classifying every position at compile time.
+TEST(QwenMask, PositionsClassifiedOnFirstUseEqualCompileTimeOnes) {
+  const auto vocab = qwen_vocab();
+  const constrained::Grammar g = constrained::parse_grammar_source(GrammarSource::json_schema(
+      R"({"type":"object","properties":{"s":{"type":"string","maxLength":3},"e":{"enum":["caf\u00e9","x\\y"]},"n":{"type":"integer","maximum":99}}})"));
+  const auto far = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  const constrained::TokenMaskCache lazy(g, vocab, far, 200000);
+  const constrained::TokenMaskCache eager(g, vocab, far, 200000, true);
+  size_t later = 0;
+  for (size_t p = 0; p < g.elements.size(); ++p) {
+    if (g.elements[p].kind != constrained::Element::Kind::kBytes) continue;
+    later += constrained::TokenMaskCache::classified_at_compile(g, p) ? 0 : 1;
+  }
+  EXPECT_GT(later, 10u) << "escapes, UTF-8 continuations and literal bytes are left for first use";
+  EXPECT_EQ(lazy.n_built() + later, eager.n_built());
+  for (size_t p = 0; p < g.elements.size(); ++p) {
+    const auto& a = lazy.at(static_cast<int32_t>(p));
+    const auto& b = eager.at(static_cast<int32_t>(p));
+    EXPECT_EQ(a.accepted_bits, b.accepted_bits) << p;
+    EXPECT_EQ(a.accepted_ids, b.accepted_ids) << p;
+    EXPECT_EQ(a.uncertain, b.uncertain) << p;
+  }
+  EXPECT_EQ(lazy.n_built(), eager.n_built());
 }
 
 }  // namespace
