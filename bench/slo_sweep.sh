@@ -5,7 +5,8 @@
 #   bench/slo_sweep.sh MODEL SLO_MS [MULTIPLES] [REQUESTS] [INPUT] [OUTPUT]
 #   e.g. bench/slo_sweep.sh /tmp/models/small-f16.gguf 1000 "0.5 1 2 3" 60 256 64
 # Prints one loadtest JSON line per level (goodput against SLO_MS, TTFT percentiles of admitted
-# requests, 429 share and latency, server breakdown and TTFT prediction error).
+# requests, 429 share and latency, server breakdown and TTFT prediction error, in ms and relative
+# to the prediction); bench/slo_sweep_table.py turns them into the closing-note table.
 set -eu
 model=$1; slo=$2; multiples=${3:-"0.5 1 2 3"}; n=${4:-60}; input=${5:-256}; output=${6:-64}
 bin=${QS_BIN:-build/release/qwenserve}

@@ -37,7 +37,8 @@ Engine::Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions optio
       scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}),
       prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, 1, options_.max_num_seqs),
       step_runner_(backend),
-      mask_workers_(std::max(0, options_.mask_threads)) {
+      mask_workers_(std::max(0, options_.mask_threads)),
+      step_costs_(options_.max_num_seqs) {
   blank_token_.assign(static_cast<size_t>(backend.vocab_rows()), -1);
   thread_ = std::thread([this] { loop(); });
 }
@@ -112,8 +113,7 @@ SubmitResult Engine::try_submit(EngineRequest request, QueueSlot* slot) {
       return result;
     }
     result.stream = seq->stream;
-    incoming_seqs_.fetch_add(1);
-    incoming_tokens_.fetch_add(seq->n_prompt);
+    unseen_incoming_.add(1, seq->n_prompt, seq->request.max_tokens);
     incoming_.push_back(std::move(seq));
     n_in_flight_.fetch_add(1);
     if (reserved) {
@@ -156,43 +156,70 @@ EngineStats Engine::stats() const {
   return s;
 }
 
+void Engine::UnseenCounters::add(int64_t sign, int64_t prompt, int64_t max) {
+  sequences.fetch_add(sign);
+  prompt_tokens.fetch_add(sign * prompt);
+  max_tokens.fetch_add(sign * max);
+}
+
+UnseenRequests Engine::UnseenCounters::load() const {
+  return {std::max<int64_t>(sequences.load(), 0), std::max<int64_t>(prompt_tokens.load(), 0),
+          std::max<int64_t>(max_tokens.load(), 0)};
+}
+
 LoadSnapshot Engine::load_snapshot() const {
+  std::shared_ptr<const LoadSnapshot> published;
   LoadSnapshot s;
+  // incoming before taken: the engine adds a request to taken before it leaves incoming, so
+  // reading in this order counts a request twice at worst, never not at all.
+  const UnseenRequests incoming = unseen_incoming_.load();
   {
     std::lock_guard<std::mutex> lock(snapshot_mutex_);
-    s = snapshot_;
+    published = snapshot_;
+    s.taken = unseen_taken_.load();  // consistent with the snapshot: cleared when it is replaced
   }
-  s.incoming_sequences = incoming_seqs_.load();
-  s.incoming_tokens = incoming_tokens_.load();
+  if (published) {
+    const UnseenRequests taken = s.taken;
+    s = *published;
+    s.taken = taken;
+  }
+  s.incoming = incoming;
+  s.step_in_progress = s.taken.sequences > 0 || !s.running.empty() || !s.waiting.empty();
+  if (s.step_in_progress) {
+    const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
+    s.step_age_s = std::max<int64_t>(now_ns - step_start_ns_.load(), 0) * 1e-9;
+  }
   return s;
 }
 
 void Engine::publish_load() {
-  LoadSnapshot s;
-  s.max_num_seqs = options_.max_num_seqs;
-  s.running = static_cast<int64_t>(scheduler_.running().size());
-  for (const SchedSequence* seq : scheduler_.running()) {
-    s.running_prefill_tokens += std::max<int64_t>(seq->n_remaining() - 1, 0);
+  auto s = std::make_shared<LoadSnapshot>();
+  s->max_num_seqs = options_.max_num_seqs;
+  s->max_batched_tokens = options_.max_batched_tokens;
+  const auto pending = [](const SchedSequence* seq, int64_t prefill_tokens) {
     const auto& e = static_cast<const EngineSequence&>(*seq);
-    s.running_remaining_tokens.push_back(std::max<int64_t>(e.request.max_tokens - e.n_output(), 0));
+    return PendingSequence{seq->priority, seq->n_preemptions > 0, prefill_tokens, e.request.max_tokens, e.n_output()};
+  };
+  // A running sequence with one token left decodes it (scheduler.h); more left: still prefilling.
+  for (const SchedSequence* seq : scheduler_.running()) {
+    s->running.push_back(pending(seq, seq->n_remaining() >= 2 ? seq->n_remaining() : 0));
   }
-  std::sort(s.running_remaining_tokens.begin(), s.running_remaining_tokens.end());
   for (const SchedSequence* seq : scheduler_.waiting()) {
-    const auto add = [&](std::vector<std::pair<int32_t, int64_t>>& v, int64_t n) {
-      auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(seq->priority, INT64_MIN));
-      if (it == v.end() || it->first != seq->priority) it = v.insert(it, {seq->priority, 0});
-      it->second += n;
-    };
-    add(s.waiting_tokens_by_priority, static_cast<int64_t>(seq->tokens.size()));
-    add(s.waiting_count_by_priority, 1);
+    s->waiting.push_back(pending(seq, static_cast<int64_t>(seq->tokens.size())));
   }
-  const int64_t n_decode = std::max<int64_t>(s.running, 1);
-  s.decode_step_s = prefill_budget_.decode_step_s(n_decode);
-  s.prefill_token_s = snapshot_.prefill_token_s;  // learned in step() (engine thread: the only writer)
-  s.prefill_tokens_per_step = s.running > 0 ? prefill_budget_.tokens_with_decode(n_decode) : options_.max_batched_tokens;
-  s.prefix_hit_ratio = cache_queries_ > 0 ? static_cast<double>(cache_hits_) / static_cast<double>(cache_queries_) : 0.0;
+  s->prefill_chunk.assign(static_cast<size_t>(options_.max_num_seqs) + 1, options_.max_batched_tokens);
+  for (int64_t n = 1; n <= options_.max_num_seqs; ++n) s->prefill_chunk[static_cast<size_t>(n)] = prefill_budget_.tokens_with_decode(n);
+  s->costs = step_costs_;
+  s->prefix_hit_ratio = cache_queries_ > 0 ? static_cast<double>(cache_hits_) / static_cast<double>(cache_queries_) : 0.0;
+  s->output_ratio = output_ratio_ >= 0 ? output_ratio_ : 1.0;
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
   std::lock_guard<std::mutex> lock(snapshot_mutex_);
   snapshot_ = std::move(s);
+  // What was taken for the step just ended is in this snapshot now.
+  unseen_taken_.sequences.store(0);
+  unseen_taken_.prompt_tokens.store(0);
+  unseen_taken_.max_tokens.store(0);
+  step_start_ns_.store(now_ns);  // the next step begins now if there is work
 }
 
 void Engine::publish_stats() {
@@ -236,6 +263,12 @@ void Engine::finish(EngineSequence& seq, const std::string& reason, const std::s
   event.cached_tokens = std::max<int64_t>(seq.n_cached_prompt_tokens, 0);
   event.prefill_computed_tokens = seq.n_prefill_computed;
   event.preemptions = seq.n_preemptions;
+  if (event.finish_reason == "stop" || event.finish_reason == "length") {
+    // Expected output length for TTFT prediction (ttft_predictor.h): completion / max_tokens,
+    // averaged with weight 1/8 on the newest finished sequence (single outputs vary a lot).
+    const double ratio = std::clamp(static_cast<double>(seq.n_output()) / static_cast<double>(std::max<int64_t>(seq.request.max_tokens, 1)), 0.0, 1.0);
+    output_ratio_ = output_ratio_ < 0 ? ratio : 0.875 * output_ratio_ + 0.125 * ratio;
+  }
   // Free the blocks before telling the client: once it sees the end, the KV is back in the pool.
   retire(seq);
   seq.stream->push(std::move(event));
@@ -262,13 +295,15 @@ void Engine::loop() {
       }
       if (stop_) break;
       while (!incoming_.empty()) {
-        incoming_seqs_.fetch_sub(1);
-        incoming_tokens_.fetch_sub(incoming_.front()->n_prompt);
+        const EngineSequence& seq = *incoming_.front();
+        unseen_taken_.add(1, seq.n_prompt, seq.request.max_tokens);  // before leaving incoming: never in neither
+        unseen_incoming_.add(-1, seq.n_prompt, seq.request.max_tokens);
         scheduler_.add(incoming_.front().get());
         sequences_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
     }
+    step_start_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count());
     drop_expired_and_cancelled();
     try {
       step();

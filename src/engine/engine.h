@@ -24,6 +24,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/mask_workers.h"
+#include "engine/step_costs.h"
 #include "engine/step_runner.h"
 #include "engine/ttft_predictor.h"
 #include "kv/block_manager.h"
@@ -127,8 +128,10 @@ class Engine {
 
   /// Published after every step (and on submission for `waiting`).
   EngineStats stats() const;
-  /// The load as of the last step (ttft_predictor.h) plus what was submitted since. Never waits
-  /// for a step: the engine holds the snapshot's mutex only to replace it. Thread-safe.
+  /// The load as of the last step (ttft_predictor.h) plus what was submitted since (`taken`:
+  /// moved into the scheduler for the step in progress; `incoming`: not yet taken) and the age
+  /// of the step in progress. Never waits for a step: the engine holds the snapshot's mutex only
+  /// to replace it. Thread-safe.
   LoadSnapshot load_snapshot() const;
   /// Tokens one sequence may hold: the backend's context limit, capped by the KV cache size.
   int64_t context_tokens() const;
@@ -183,9 +186,20 @@ class Engine {
   std::atomic<int64_t> preemptions_pub_{0}, cache_queries_pub_{0}, cache_hits_pub_{0}, prefill_pub_{0};
   std::atomic<double> forward_s_pub_{0}, output_s_pub_{0}, mask_wait_s_pub_{0}, mask_wait_max_s_pub_{0};
   std::atomic<int64_t> steps_pub_{0}, mask_steps_pub_{0};
-  std::atomic<int64_t> incoming_seqs_{0}, incoming_tokens_{0};  // submitted, not yet in the scheduler
+  // TTFT prediction (ttft_predictor.h). Sums of requests the last snapshot does not hold: submitted
+  // and not yet taken by the engine thread, and taken into the scheduler since the last publish
+  // (added when taken, cleared by publish_load() under snapshot_mutex_).
+  struct UnseenCounters {
+    std::atomic<int64_t> sequences{0}, prompt_tokens{0}, max_tokens{0};
+    void add(int64_t sign, int64_t prompt, int64_t max_tokens);
+    UnseenRequests load() const;
+  };
+  UnseenCounters unseen_incoming_, unseen_taken_;
+  std::atomic<int64_t> step_start_ns_{0};  // steady-clock ns at which the step in progress began
+  StepCosts step_costs_;                   // engine thread only: learned step costs
+  double output_ratio_ = -1;               // engine thread only: EMA of completion / max_tokens; < 0: none yet
   mutable std::mutex snapshot_mutex_;
-  LoadSnapshot snapshot_;  // guarded by snapshot_mutex_
+  std::shared_ptr<const LoadSnapshot> snapshot_;  // guarded by snapshot_mutex_ (replaced, never modified)
   std::thread thread_;
 };
 

@@ -66,6 +66,7 @@ void Engine::emit_token(EngineSequence& seq, const StepOutput& out, int32_t row)
 }
 
 bool Engine::step() {
+  const auto step_begin = SteadyClock::now();
   const auto& running = scheduler_.running();
   const auto n_decoding = std::count_if(running.begin(), running.end(), [](const SchedSequence* s) { return s->n_remaining() == 1; });
   scheduler_.set_prefill_limit_with_decode(prefill_budget_.tokens_with_decode(std::max<int64_t>(1, n_decoding)));
@@ -142,22 +143,23 @@ bool Engine::step() {
   }
   const StepOutput& out = step_runner_.wait();
   if (mask_error) std::rethrow_exception(mask_error);
-  prefill_budget_.record(n_decode, n_prefill, step_runner_.last_forward_seconds());
-  // Seconds per prefill token for TTFT prediction (ttft_predictor.h): only from steps with enough
-  // prefill tokens that the fixed per-step cost (and the warm-up's first touch of the weights)
-  // does not dominate, less the decode part of the step; weight 1/4 on the newest sample.
-  if (n_prefill >= 16) {
-    const double decode_part = n_decode > 0 ? prefill_budget_.decode_step_s(n_decode) : 0.0;
-    const double sample = std::max(0.0, step_runner_.last_forward_seconds() - decode_part) / static_cast<double>(n_prefill);
-    std::lock_guard<std::mutex> lock(snapshot_mutex_);
-    double& cost = snapshot_.prefill_token_s;
-    cost = cost > 0 ? 0.75 * cost + 0.25 * sample : sample;
-  }
+  // The process's first step (the warm-up's) touches every weight page for the first time: ~100x
+  // a later step of its size, so it is not learned from (here nor in step_costs_ below).
+  if (steps_ > 0) prefill_budget_.record(n_decode, n_prefill, step_runner_.last_forward_seconds());
   scheduler_.commit(plan);
   const auto output_start = SteadyClock::now();
   for (const auto& [seq, row] : logits_owners) emit_token(*seq, out, row);
+  const auto step_end = SteadyClock::now();
   forward_s_ += step_runner_.last_forward_seconds();
-  output_s_ += std::chrono::duration<double>(SteadyClock::now() - output_start).count();
+  output_s_ += std::chrono::duration<double>(step_end - output_start).count();
+  // Step costs for TTFT prediction (step_costs.h): the step's whole wall time (planning, forward,
+  // output processing: a first token reaches its client after all of it) against its logits rows
+  // and other prefill tokens.
+  if (steps_ > 0) {
+    const auto logits_rows = static_cast<int64_t>(logits_owners.size());
+    step_costs_.record(logits_rows, n_prefill - (logits_rows - n_decode),
+                       std::chrono::duration<double>(step_end - step_begin).count());
+  }
   ++steps_;
   return true;
 }

@@ -2,46 +2,141 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 namespace qs {
 namespace {
 
-int64_t sum_up_to(const std::vector<std::pair<int32_t, int64_t>>& by_priority, int32_t priority) {
-  int64_t n = 0;
-  for (const auto& [p, v] : by_priority) {
-    if (p <= priority) n += v;
+struct SimSequence {
+  int64_t prefill = 0;      // tokens still to compute before it decodes; 0: decoding
+  int64_t decode_left = 0;  // tokens it still generates (the first included while prefilling)
+  int64_t first_step = 1;   // the earliest step it may be admitted in
+  bool target = false;      // one of the predicted request's choices
+  bool later_class = false; // waiting, of a later priority class: ahead only in the step in progress
+};
+
+constexpr int64_t kMaxIterations = 1'000'000;  // a bound on the work of one prediction
+constexpr double kHorizonS = 24 * 3600.0;      // predictions stop growing here
+
+int64_t expected_output(const LoadSnapshot& load, int64_t max_tokens, int64_t generated) {
+  max_tokens = std::max<int64_t>(max_tokens, 1);
+  const auto expected = static_cast<int64_t>(std::ceil(std::clamp(load.output_ratio, 0.0, 1.0) * static_cast<double>(max_tokens)));
+  return std::min(max_tokens, std::max(generated + 1, expected));
+}
+
+int64_t uncached(const LoadSnapshot& load, int64_t tokens) {
+  const double hit = std::clamp(load.prefix_hit_ratio, 0.0, 1.0);
+  return std::max<int64_t>(1, std::llround(static_cast<double>(tokens) * (1.0 - hit)));
+}
+
+SimSequence queued(const LoadSnapshot& load, int64_t tokens, int64_t max_tokens, int64_t generated, int64_t first_step) {
+  return {uncached(load, tokens), std::max<int64_t>(expected_output(load, max_tokens, generated) - generated, 1), first_step, false};
+}
+
+// `n` sequences sharing the sums of `u` evenly (the first ones take the remainders).
+void add_unseen(const LoadSnapshot& load, const UnseenRequests& u, int64_t first_step, std::deque<SimSequence>& queue) {
+  for (int64_t i = 0; i < u.sequences; ++i) {
+    const int64_t prompt = u.prompt_tokens / u.sequences + (i < u.prompt_tokens % u.sequences ? 1 : 0);
+    const int64_t max_tokens = u.max_tokens / u.sequences + (i < u.max_tokens % u.sequences ? 1 : 0);
+    queue.push_back(queued(load, std::max<int64_t>(prompt, 1), max_tokens, 0, first_step));
   }
-  return n;
+}
+
+int64_t chunk_cap(const LoadSnapshot& load, int64_t n_dec) {
+  if (n_dec <= 0) return load.max_batched_tokens;
+  const auto i = static_cast<size_t>(n_dec);
+  if (i < load.prefill_chunk.size()) return std::max<int64_t>(load.prefill_chunk[i], 1);
+  return load.prefill_chunk.empty() ? load.max_batched_tokens : std::max<int64_t>(load.prefill_chunk.back(), 1);
 }
 
 }  // namespace
 
 double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices) {
-  if (load.prefill_token_s <= 0) return 0;
-  const double own = std::max(1.0, static_cast<double>(prompt_tokens) * (1.0 - std::clamp(load.prefix_hit_ratio, 0.0, 1.0))) *
-                     static_cast<double>(std::max<int64_t>(n_choices, 1));
-  const double ahead = static_cast<double>(load.running_prefill_tokens + sum_up_to(load.waiting_tokens_by_priority, priority) +
-                                           load.incoming_tokens);
-  const auto time_for = [&](double work) {
-    double t = work * load.prefill_token_s;
-    if (load.running > 0 && load.decode_step_s > 0) {
-      t += std::ceil(work / static_cast<double>(std::max<int64_t>(load.prefill_tokens_per_step, 1))) * load.decode_step_s;
-    }
-    return t;
-  };
-  const double prefill = time_for(ahead + own);
-  // Sequences that must start before this one, against the free slots.
-  const int64_t seqs_ahead = sum_up_to(load.waiting_count_by_priority, priority) + load.incoming_sequences;
-  const int64_t free_slots = std::max<int64_t>(load.max_num_seqs - load.running, 0);
-  double slot_wait = 0;
-  if (seqs_ahead + 1 > free_slots && !load.running_remaining_tokens.empty()) {
-    const auto k = static_cast<size_t>(seqs_ahead + 1 - free_slots);
-    const auto& rem = load.running_remaining_tokens;
-    const int64_t tokens = rem[std::min(k, rem.size()) - 1];
-    slot_wait = static_cast<double>(tokens) * load.decode_step_s;
-    if (k > rem.size()) slot_wait *= static_cast<double>(k) / static_cast<double>(rem.size());  // further rounds
+  if (!load.costs.known()) return 0;
+  const bool busy = load.step_in_progress;
+  const int64_t join = busy ? 2 : 1;  // the step the requests not yet in the scheduler can join
+  std::vector<SimSequence> running;
+  for (const PendingSequence& s : load.running) {
+    const int64_t out = expected_output(load, s.max_tokens, s.generated);
+    running.push_back({std::max<int64_t>(s.prefill_tokens, 0), std::max<int64_t>(out - s.generated, 1), 1, false});
   }
-  return std::max(prefill, slot_wait + time_for(own));
+  std::deque<SimSequence> queue, later;
+  // The step in progress admits from the whole queue; the request then joins ahead of the later
+  // classes, so those still waiting after step 1 move behind it (they may still take what its
+  // last step leaves of the budget).
+  for (const PendingSequence& s : load.waiting) {
+    const bool is_later = !s.preempted && s.priority > priority;
+    (is_later && !busy ? later : queue).push_back(queued(load, s.prefill_tokens, s.max_tokens, s.generated, 1));
+    if (is_later && busy) queue.back().later_class = true;
+  }
+  add_unseen(load, load.taken, 1, queue);
+  add_unseen(load, load.incoming, join, queue);
+  for (int64_t i = 0; i < std::max<int64_t>(n_choices, 1); ++i) {
+    SimSequence own = queued(load, std::max<int64_t>(prompt_tokens, 1), 1, 0, join);
+    own.target = true;
+    queue.push_back(own);
+  }
+  queue.insert(queue.end(), later.begin(), later.end());
+  const auto max_seqs = static_cast<size_t>(std::max<int64_t>(load.max_num_seqs, 1));
+  double t = 0;
+  int64_t step = 1;
+  for (int64_t iteration = 0; iteration < kMaxIterations && t < kHorizonS; ++iteration, ++step) {
+    const bool all_decode = std::all_of(running.begin(), running.end(), [](const SimSequence& s) { return s.prefill == 0; });
+    // Every slot decodes and nobody can be admitted: k identical steps until the first one ends.
+    if (step > 1 && running.size() >= max_seqs && all_decode) {
+      int64_t k = INT64_MAX;
+      for (const SimSequence& s : running) k = std::min(k, s.decode_left);
+      k = std::max<int64_t>(k, 1);
+      t += static_cast<double>(k) * load.costs.step_s(static_cast<int64_t>(running.size()), 0);
+      for (SimSequence& s : running) s.decode_left -= k;
+      std::erase_if(running, [](const SimSequence& s) { return s.decode_left <= 0; });
+      step += k - 1;
+      continue;
+    }
+    // Decodes: one token each; a sequence with one prompt token left computes it the same way.
+    int64_t n_dec = 0;
+    for (SimSequence& s : running) {
+      if (s.prefill <= 1) {
+        ++n_dec;
+        s.prefill = 0;
+      }
+    }
+    int64_t budget = std::max<int64_t>(load.max_batched_tokens - n_dec, 0);
+    if (n_dec > 0) budget = std::min(budget, chunk_cap(load, n_dec));
+    int64_t logits_rows = n_dec, other_prefill = 0;
+    const auto take = [&](SimSequence& s) {
+      const int64_t n = std::min(budget, s.prefill);
+      budget -= n;
+      s.prefill -= n;
+      const bool ends = s.prefill == 0;
+      logits_rows += ends ? 1 : 0;
+      other_prefill += ends ? n - 1 : n;
+    };
+    const size_t n_before = running.size();
+    for (size_t i = 0; i < n_before && budget > 0; ++i) {
+      if (running[i].prefill > 0) take(running[i]);
+    }
+    while (budget > 0 && !queue.empty() && queue.front().first_step <= step && running.size() < max_seqs) {
+      running.push_back(queue.front());
+      queue.pop_front();
+      take(running.back());
+    }
+    double cost = load.costs.step_s(logits_rows, other_prefill);
+    if (step == 1 && busy) cost = std::max(0.0, cost - load.step_age_s);
+    t += cost;
+    // Every sequence whose prompt is done yields a token (its first, or one more).
+    for (SimSequence& s : running) {
+      if (s.prefill > 0) continue;
+      if (s.target) return t;
+      --s.decode_left;
+    }
+    std::erase_if(running, [](const SimSequence& s) { return s.prefill == 0 && s.decode_left <= 0; });
+    if (step == 1) {
+      std::stable_partition(queue.begin(), queue.end(), [](const SimSequence& s) { return !s.later_class; });
+    }
+    if (running.empty() && queue.empty()) break;
+  }
+  return t;
 }
 
 }  // namespace qs

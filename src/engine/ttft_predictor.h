@@ -1,51 +1,88 @@
-// TTFT prediction for SLO-aware admission (issue 12), from a read-only snapshot of the engine's
-// load that the engine publishes after every step.
+// TTFT prediction for SLO-aware admission (issue 12): replays the scheduler's coming steps on a
+// read-only snapshot of the engine's load.
 //
 // The HTTP thread predicts a request's time to first token without waiting on the engine thread:
-// Engine::load_snapshot() copies the snapshot under a mutex the engine holds only to replace it.
-// The model (all times in seconds, token counts are prompt tokens still to be computed):
-//   work W    = prefill tokens of running sequences still to compute + waiting sequences of the
-//               request's priority or a sooner one + submitted but not yet scheduled (any
-//               priority) + the request's own uncached prompt tokens,
-//   own uncached = prompt tokens x (1 - the prefix-cache hit ratio observed so far): a documented
-//               estimate instead of a lookup in the engine's block hashes (not thread-safe);
-//   prefill   = W x prefill_token_s plus, while decodes run, ceil(W / chunk) steps of
-//               decode_step_s(n_running) (chunk: the learned prefill tokens per mixed step);
-//   slot wait = when the sequences ahead of it fill every free slot (--max-num-seqs), the k-th
-//               smallest remaining max_tokens among the running sequences (k = how many must end
-//               first) x decode_step_s (an upper bound: stop tokens end sequences earlier), after
-//               which its own prefill still runs;
-//   TTFT      = max(prefill, slot wait + own prefill).
-// prefill_token_s is learned by the engine from steps with at least 16 prefill tokens (a step's
-// time less its decode part, per prefill token), not the prefill budget's figure: that one is
-// bootstrapped from any prefill step, and the warm-up's one-token step (first touch of the
-// weights) would make it ~100x too high. Until such a step was measured the prediction is 0 and
-// every request is admitted.
+// Engine::load_snapshot() copies the snapshot the engine publishes after every step, plus the
+// requests submitted since (and the caller adds those it is admitting itself).
+//
+// Model. The predictor runs the scheduler's policy (engine/scheduler.h) on token counts, step by
+// step, until the request's first sequence has its first token; the prediction is the sum of the
+// steps' costs (engine/step_costs.h), less the part of the step in progress already spent:
+//   each step   n_dec = running sequences that decode (prompt done); prefill budget
+//               b = max_batched_tokens - n_dec, capped at prefill_chunk[n_dec] when n_dec > 0 (the
+//               prefill budget's cap the engine sets before each step, engine/prefill_budget.h);
+//               b goes to the running sequences still prefilling, oldest first, then waiting
+//               sequences are admitted in queue order while b > 0 and a slot is free
+//               (max_num_seqs), each taking min(b, its prefill tokens);
+//   its cost    step_s(L, c): L = n_dec + prefill chunks that end their prompt (they yield
+//               logits), c = the other prefill tokens;
+//   after it    a chunk that ends a prompt yields the sequence's first token, a decode one more;
+//               a sequence ends after its expected output and frees its slot for the next step.
+//   TTFT        = sum of the costs up to the step that ends the request's prompt (its first
+//               choice's), minus min(age, cost of step 1) when a step is in progress (step 1 is
+//               then that step: the request and the requests submitted after it started join
+//               from step 2; those already taken into the scheduler join in step 1).
+// Queue: the scheduler's waiting queue (preempted sequences at the front, then by priority, FIFO
+// within a class), then the requests submitted but not yet in the snapshot (priority unknown:
+// counted ahead), then the request's own n choices. Waiting sequences of a later class than the
+// request's compete in the step in progress (the request is not queued yet) and after it wait
+// behind the request (taking only what the budget of its last prefill step leaves).
+// Estimates, documented instead of looked up:
+//   prefill of a queued prompt = max(1, round(tokens x (1 - prefix_hit_ratio))) (the hit ratio so
+//               far; the engine's block hashes are not thread-safe to read), exact for running
+//               sequences (their match was made at admission);
+//   output      = min(max_tokens, max(generated + 1, ceil(output_ratio x max_tokens))) tokens, the
+//               ratio being the learned mean completion_tokens / max_tokens of finished
+//               sequences (1 until one finished: max_tokens is an upper bound);
+//   KV blocks   are assumed to suffice (no preemption is predicted).
+// Steps whose decodes alone fill every slot are taken in one stride (k steps of the same cost,
+// k = the fewest decodes left), so a prediction costs O(admissions + prefill chunks) work.
+// Until the engine measured a decode step and a prefill chunk the prediction is 0 (admit).
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
+
+#include "engine/step_costs.h"
 
 namespace qs {
 
+/// One sequence the engine holds, as the predictor sees it.
+struct PendingSequence {
+  int32_t priority = 0;
+  bool preempted = false;      // waiting after a preemption: at the queue front whatever its class
+  int64_t prefill_tokens = 0;  // running: tokens still to compute before it decodes (0: decoding);
+                               // waiting: all its tokens (prompt + generated), before prefix hits
+  int64_t max_tokens = 0;      // its max_tokens
+  int64_t generated = 0;       // completion tokens so far
+};
+
+/// Requests counted only in sums (submitted since the snapshot, or being admitted): `sequences`
+/// sequences sharing `prompt_tokens` and `max_tokens` evenly.
+struct UnseenRequests {
+  int64_t sequences = 0;
+  int64_t prompt_tokens = 0;
+  int64_t max_tokens = 0;
+};
+
 struct LoadSnapshot {
   int64_t max_num_seqs = 1;
-  int64_t running = 0;
-  int64_t running_prefill_tokens = 0;            // prompt tokens of running sequences not yet computed
-  std::vector<std::pair<int32_t, int64_t>> waiting_tokens_by_priority;  // (priority, tokens), ascending priority
-  std::vector<std::pair<int32_t, int64_t>> waiting_count_by_priority;   // (priority, sequences)
-  int64_t incoming_sequences = 0;                // submitted, not yet seen by the scheduler
-  int64_t incoming_tokens = 0;
-  std::vector<int64_t> running_remaining_tokens;  // max_tokens - generated of each running sequence, ascending
-  double decode_step_s = 0;                      // learned decode-only step with `running` decodes
-  double prefill_token_s = 0;                    // learned seconds per prefill token
-  int64_t prefill_tokens_per_step = 1;           // learned prefill chunk next to `running` decodes
-  double prefix_hit_ratio = 0;                   // cached / looked-up prompt tokens so far, 0..1
+  int64_t max_batched_tokens = 1;
+  std::vector<PendingSequence> running;  // the scheduler's running list (admission order)
+  std::vector<PendingSequence> waiting;  // the scheduler's waiting queue, front first
+  std::vector<int64_t> prefill_chunk;    // [max_num_seqs + 1]: prefill tokens allowed next to n
+                                         // decodes (index n >= 1); missing: max_batched_tokens
+  StepCosts costs;
+  double prefix_hit_ratio = 0;  // cached / looked-up prompt tokens at first admission so far, 0..1
+  double output_ratio = 1;      // learned completion_tokens / max_tokens of finished sequences, 0..1
+  bool step_in_progress = false;  // the engine is running step 1 (see the file comment)
+  double step_age_s = 0;          // seconds since that step began
+  UnseenRequests taken;     // moved into the scheduler for the step in progress (join in step 1)
+  UnseenRequests incoming;  // submitted, not yet taken by the engine (join from step 2)
 };
 
 /// Predicted seconds from now until the first token of a request with `prompt_tokens` prompt
-/// tokens (times `n_choices` sequences) and `priority`; see the file comment. Never negative.
+/// tokens, `n_choices` sequences and `priority`; see the file comment. Never negative.
 double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices = 1);
 
 }  // namespace qs

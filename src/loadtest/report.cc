@@ -65,7 +65,7 @@ bool meets_slo(const RequestRecord& r, const SloOptions& slo) {
 
 nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& slo) {
   std::vector<double> ttft, tpot, itl, e2e;
-  std::vector<double> rejected_e2e, server_queue, server_prefill, server_decode, prediction_error;
+  std::vector<double> rejected_e2e, server_queue, server_prefill, server_decode, prediction_error, prediction_error_rel;
   std::map<int, std::vector<double>> ttft_by_turn;
   std::map<std::string, size_t> errors;
   size_t completed = 0, good = 0;
@@ -81,7 +81,12 @@ nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& sl
     if (!std::isnan(r.server_decode_ms)) server_decode.push_back(r.server_decode_ms);
     if (!std::isnan(r.server_predicted_ttft_ms) && !std::isnan(r.server_queue_ms) && !std::isnan(r.server_prefill_ms)) {
       // Server-measured TTFT (queue + prefill) minus the admission's prediction.
-      prediction_error.push_back(r.server_queue_ms + r.server_prefill_ms - r.server_predicted_ttft_ms);
+      const double measured = r.server_queue_ms + r.server_prefill_ms;
+      prediction_error.push_back(measured - r.server_predicted_ttft_ms);
+      // Relative to the prediction (the issue's +-25% target): (measured - predicted) / predicted.
+      if (r.server_predicted_ttft_ms > 0) {
+        prediction_error_rel.push_back((measured - r.server_predicted_ttft_ms) / r.server_predicted_ttft_ms);
+      }
     }
     ++completed;
     if (meets_slo(r, slo)) ++good;
@@ -113,6 +118,8 @@ nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& sl
   j["request_throughput"] = static_cast<double>(completed) / d;
   j["output_throughput"] = static_cast<double>(output_tokens) / d;
   j["goodput"] = static_cast<double>(good) / d;
+  // Share of all sent requests that met the SLO (a 429 or any other failure does not).
+  j["slo_attainment"] = level.records.empty() ? 0.0 : static_cast<double>(good) / static_cast<double>(level.records.size());
   j["ttft_ms"] = summary_json(summarize(ttft));
   j["tpot_ms"] = summary_json(summarize(tpot));
   j["itl_ms"] = summary_json(summarize(itl));
@@ -133,6 +140,18 @@ nlohmann::ordered_json level_json(const LevelResult& level, const SloOptions& sl
                                           : nlohmann::ordered_json(percentile_sorted(prediction_error, q));
     }
     j["ttft_prediction_error_ms"] = pe;
+    std::sort(prediction_error_rel.begin(), prediction_error_rel.end());
+    nlohmann::ordered_json rel;
+    rel["count"] = prediction_error_rel.size();
+    for (const auto& [name, q] : {std::pair<const char*, double>{"p10", 10.0}, {"p50", 50.0}, {"p90", 90.0}}) {
+      rel[name] = prediction_error_rel.empty() ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(percentile_sorted(prediction_error_rel, q));
+    }
+    const auto within = std::count_if(prediction_error_rel.begin(), prediction_error_rel.end(),
+                                      [](double e) { return std::abs(e) <= 0.25; });
+    rel["within_25pct"] = prediction_error_rel.empty() ? nlohmann::ordered_json(nullptr)
+                                                       : nlohmann::ordered_json(static_cast<double>(within) / static_cast<double>(prediction_error_rel.size()));
+    j["ttft_prediction_error_rel"] = rel;
   }
   if (level.turns_per_user > 1) {
     nlohmann::ordered_json by_turn = nlohmann::ordered_json::object();
@@ -203,6 +222,9 @@ std::string format_level(const nlohmann::ordered_json& j) {
                 num(j["request_throughput"]).c_str(), num(j["output_throughput"]).c_str(),
                 num(j["goodput"]).c_str());
   out += buf;
+  std::snprintf(buf, sizeof buf, "slo attainment %s   429 share %s\n", num(j["slo_attainment"], "%.3f").c_str(),
+                num(j["rejected_429_share"], "%.3f").c_str());
+  out += buf;
   if (j["completed"] == 0) {  // no latency was measured: no table of empty statistics
     out += "no request completed: no latency figures\n";
     return out;
@@ -217,6 +239,11 @@ std::string format_level(const nlohmann::ordered_json& j) {
     const auto& pe = j["ttft_prediction_error_ms"];
     std::snprintf(buf, sizeof buf, "ttft prediction error (measured - predicted, ms): p10 %s  p50 %s  p90 %s\n",
                   num(pe["p10"]).c_str(), num(pe["p50"]).c_str(), num(pe["p90"]).c_str());
+    out += buf;
+    const auto& rel = j["ttft_prediction_error_rel"];
+    std::snprintf(buf, sizeof buf, "ttft prediction error / predicted: p10 %s  p50 %s  p90 %s  within +-25%%: %s\n",
+                  num(rel["p10"], "%+.3f").c_str(), num(rel["p50"], "%+.3f").c_str(), num(rel["p90"], "%+.3f").c_str(),
+                  num(rel["within_25pct"], "%.3f").c_str());
     out += buf;
   }
   if (j.contains("ttft_ms_by_turn")) {

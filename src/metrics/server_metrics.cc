@@ -201,6 +201,8 @@ void ServerMetrics::record_http_status(int status) { http_requests_.with(std::to
 
 void ServerMetrics::record_admission_rejection() { admission_rejections_.inc(); }
 
+void ServerMetrics::record_slo_rejection() { slo_requests_.with("ttft", "missed").inc(); }
+
 void ServerMetrics::set_num_requests_running(std::int64_t n) { running_.set(static_cast<double>(n)); }
 
 void ServerMetrics::set_num_requests_waiting(std::int64_t n) { waiting_.set(static_cast<double>(n)); }

@@ -16,7 +16,8 @@
 //              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use),
 //              qwenserve_cache_config_info{block_size,num_gpu_blocks} 1 (KV geometry, when known)
 //   latency promises (issue 12): qwenserve_slo_requests_total{slo="ttft|itl",result="met|missed"}
-//              (successful requests against the configured SLOs: TTFT <= SLO; mean ITL <= SLO),
+//              (successful requests against the configured SLOs: TTFT <= SLO; mean ITL <= SLO;
+//              a 429 from SLO admission counts as a TTFT miss),
 //              qwenserve_slo_ttft_seconds / qwenserve_slo_itl_seconds (gauges: the configured SLOs,
 //              0 when off), qwenserve_ttft_prediction_error_seconds (histogram of measured minus
 //              predicted TTFT, buckets +-latency_buckets_seconds() and 0),
@@ -88,6 +89,11 @@ class ServerMetrics {
   /// Counts a request turned away by admission control (queue full / over capacity). Call it in
   /// addition to recording the rejection's HTTP response.
   void record_admission_rejection();
+  /// Counts a request turned away by SLO-aware admission (429 slo_ttft_unattainable) as
+  /// slo_requests_total{slo="ttft",result="missed"}: its TTFT promise was not kept for that
+  /// client, so goodput (met / (met + missed)) and the burn-rate alerts see shed load. Call it in
+  /// addition to record_admission_rejection().
+  void record_slo_rejection();
 
   /// Counts a request with structured output in structured_output_requests_total{type} (type:
   /// json_schema, json_object, regex, choice, grammar or tool).

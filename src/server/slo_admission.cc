@@ -5,20 +5,34 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 
 #include "server/api_error.h"
 
 namespace qs {
 
 namespace {
-std::atomic<int64_t> g_admitting_tokens{0};
+
+std::mutex g_admitting_mutex;
+UnseenRequests g_admitting;  // guarded by g_admitting_mutex
+
 }  // namespace
 
-SloTicket::SloTicket(int64_t tokens) : tokens_(tokens) { g_admitting_tokens.fetch_add(tokens); }
+SloTicket::SloTicket(const UnseenRequests& own, UnseenRequests& others) : own_(own) {
+  std::lock_guard<std::mutex> lock(g_admitting_mutex);
+  others = g_admitting;
+  g_admitting.sequences += own.sequences;
+  g_admitting.prompt_tokens += own.prompt_tokens;
+  g_admitting.max_tokens += own.max_tokens;
+}
 
 void SloTicket::release() {
-  if (tokens_ != 0) g_admitting_tokens.fetch_sub(tokens_);
-  tokens_ = 0;
+  if (own_.sequences == 0) return;
+  std::lock_guard<std::mutex> lock(g_admitting_mutex);
+  g_admitting.sequences -= own_.sequences;
+  g_admitting.prompt_tokens -= own_.prompt_tokens;
+  g_admitting.max_tokens -= own_.max_tokens;
+  own_ = {};
 }
 
 int slo_retry_after_s(double predicted_ms, double slo_ms) {
@@ -26,17 +40,22 @@ int slo_retry_after_s(double predicted_ms, double slo_ms) {
 }
 
 SloTicket admit_by_slo(GenerationJob& job, const Engine& engine, metrics::ServerMetrics& metrics) {
-  const auto own = static_cast<int64_t>(job.prompt_ids.size() * job.choices.size());
-  const int64_t others = g_admitting_tokens.load();
-  SloTicket ticket(own);
+  const auto n = static_cast<int64_t>(job.choices.size());
+  const auto prompt = static_cast<int64_t>(job.prompt_ids.size());
+  const int64_t max_tokens = job.choices.empty() ? 0 : job.choices.front().max_tokens;
+  UnseenRequests others;
+  SloTicket ticket(UnseenRequests{n, n * prompt, n * max_tokens}, others);
   const double spent_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - job.arrival).count();
   LoadSnapshot load = engine.load_snapshot();
-  load.incoming_tokens += others;  // predicted meanwhile, not yet submitted
-  const double ahead_s = predict_ttft_s(load, static_cast<int64_t>(job.prompt_ids.size()), job.priority,
-                                        static_cast<int64_t>(job.choices.size()));
+  // Predicted meanwhile, not yet submitted: they join the engine's queue with the submitted ones.
+  load.incoming.sequences += others.sequences;
+  load.incoming.prompt_tokens += others.prompt_tokens;
+  load.incoming.max_tokens += others.max_tokens;
+  const double ahead_s = predict_ttft_s(load, prompt, job.priority, n);
   job.predicted_ttft_ms = spent_ms + ahead_s * 1000.0;
   if (job.slo_ttft_ms <= 0 || job.predicted_ttft_ms <= job.slo_ttft_ms) return ticket;
   metrics.record_admission_rejection();
+  metrics.record_slo_rejection();
   char message[256];
   std::snprintf(message, sizeof message,
                 "server overloaded: predicted time to first token %.3f ms exceeds the TTFT SLO of %.3f ms "

@@ -9,28 +9,30 @@
 
 namespace qs {
 
-/// Prompt tokens of requests between their prediction and their submission to the engine (which
-/// the engine's snapshot cannot see yet): counted as work ahead by the predictions made
-/// meanwhile, so that a burst admitted at one instant does not overrun the SLO. Process-wide (one
-/// server per process); released by release() or the destructor.
+/// Requests between their prediction and their submission to the engine (which the engine's
+/// snapshot cannot see yet): counted as work ahead (sequences, prompt and max_tokens sums) by the
+/// predictions made meanwhile, so that a burst admitted at one instant does not overrun the SLO.
+/// Process-wide (one server per process); released by release() or the destructor.
 class SloTicket {
  public:
   SloTicket() = default;
-  explicit SloTicket(int64_t tokens);
-  SloTicket(SloTicket&& other) noexcept : tokens_(other.tokens_) { other.tokens_ = 0; }
+  /// Adds `own` to the requests being admitted and returns, in `others`, those that were already.
+  SloTicket(const UnseenRequests& own, UnseenRequests& others);
+  SloTicket(SloTicket&& other) noexcept : own_(other.own_) { other.own_ = {}; }
   SloTicket& operator=(SloTicket&&) = delete;
   ~SloTicket() { release(); }
   /// Call once the request is in the engine's queue (or turned away).
   void release();
 
  private:
-  int64_t tokens_ = 0;
+  UnseenRequests own_;
 };
 
 /// Sets job.predicted_ttft_ms (milliseconds from the request's arrival: the time already spent
 /// preparing it plus predict_ttft_s of the engine's load snapshot), also without an SLO, so that
 /// the prediction error is visible. With an SLO T (job.slo_ttft_ms > 0) and a prediction P > T,
-/// counts an admission rejection and throws ApiError 429 (type "rate_limit_error", code
+/// counts an admission rejection and a TTFT SLO miss (qwenserve_slo_requests_total{slo="ttft",
+/// result="missed"}: the promise was not kept for this client) and throws ApiError 429 (type "rate_limit_error", code
 /// "slo_ttft_unattainable") with Retry-After max(1, ceil((P - T) / 1000)) seconds and a message
 /// giving P and T. Reads a snapshot only: never waits for an engine step.
 /// The returned ticket holds the request's tokens in the admitting count until released.

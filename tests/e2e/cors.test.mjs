@@ -59,6 +59,10 @@ test('actual responses to an allowed origin carry Allow-Origin, errors and strea
   assert.equal(ok.headers['access-control-allow-origin'], ALLOWED);
   assert.ok(list(ok.headers['access-control-expose-headers']).includes('x-request-id'));
   assert.ok(ok.headers['x-request-id']);
+  // A browser page reads only the headers exposed to it (WHATWG Fetch): the latency breakdown too.
+  assert.ok(list(ok.headers['access-control-expose-headers']).includes('server-timing'));
+  assert.ok(ok.headers['server-timing'], 'a non-streaming response carries Server-Timing');
+  assert.equal(ok.headers['timing-allow-origin'], ALLOWED);
 
   const unauthorized = await send('POST', '/v1/chat/completions', { ...json, Origin: ALLOWED }, body);
   assert.equal(unauthorized.status, 401);

@@ -696,5 +696,24 @@ TEST(ServerMetrics, SloCacheAndDegradationFamilies) {
   EXPECT_NEAR(error.sum, -0.03 + 0.05, 1e-12);
 }
 
+// A 429 from SLO admission is a TTFT miss (README metrics table): goodput met / (met + missed)
+// counts the requests turned away; it adds no ITL sample and no latency observation.
+TEST(ServerMetrics, SloRejectionCountsAsTtftMissed) {
+  ServerMetrics metrics;
+  metrics.set_slo(0.1, 0.02);
+  metrics.record_admission_rejection();
+  metrics.record_slo_rejection();
+  std::map<std::string, double> slo;
+  std::map<std::string, ParsedFamily> by_name;
+  for (const auto& f : parse_exposition(metrics.prometheus_text())) by_name[f.name] = f;
+  for (const auto& s : by_name.at("qwenserve_slo_requests_total").samples) {
+    slo[s.labels.at("slo") + "/" + s.labels.at("result")] = s.value;
+  }
+  EXPECT_EQ(slo, (std::map<std::string, double>{{"itl/met", 0}, {"itl/missed", 0}, {"ttft/met", 0}, {"ttft/missed", 1}}));
+  EXPECT_EQ(by_name.at("qwenserve_admission_rejections_total").samples.at(0).value, 1);
+  EXPECT_EQ(check_histogram(by_name.at("qwenserve_time_to_first_token_seconds")).count, 0.0);
+  EXPECT_EQ(metrics.stats_json()["slo"]["ttft_missed"], 1);
+}
+
 }  // namespace
 }  // namespace qs::metrics

@@ -107,6 +107,9 @@ TEST(Cors, ActualResponsesToAllowedOriginsCarryAllowOriginAndExposeHeaders) {
   EXPECT_TRUE(lists(res.get_header_value("Vary"), "Origin"));
   EXPECT_TRUE(lists(res.get_header_value("Access-Control-Expose-Headers"), "x-request-id"));
   EXPECT_TRUE(lists(res.get_header_value("Access-Control-Expose-Headers"), "Retry-After"));
+  // The latency breakdown (issue 12) is readable by a browser client.
+  EXPECT_TRUE(lists(res.get_header_value("Access-Control-Expose-Headers"), "Server-Timing"));
+  EXPECT_EQ(res.get_header_value("Timing-Allow-Origin"), "http://localhost:3000");
 
   req.headers.erase("Origin");
   req.set_header("Origin", "https://evil.example");

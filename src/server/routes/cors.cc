@@ -67,7 +67,10 @@ void add_cors_headers(const httplib::Request& req, httplib::Response& res, const
   const std::string origin = req.get_header_value("Origin");
   if (!origin_allowed(origin, allowed)) return;
   set_allow_origin(origin, res, allowed);
-  res.set_header("Access-Control-Expose-Headers", "x-request-id, Retry-After");
+  res.set_header("Access-Control-Expose-Headers", kCorsExposedHeaders);
+  // Resource Timing: the serverTiming entries of PerformanceResourceTiming are given to the page
+  // only when its origin passes this check (W3C Server Timing, "timing-allow-check").
+  res.set_header("Timing-Allow-Origin", any_origin(allowed) ? "*" : origin);
 }
 
 }  // namespace qs

@@ -31,9 +31,16 @@ bool is_cors_preflight(const httplib::Request& req, const std::vector<std::strin
 std::optional<ApiError> answer_cors_preflight(const httplib::Request& req, httplib::Response& res,
                                               const std::vector<std::string>& allowed);
 
+/// Response headers a cross-origin page may read besides the CORS-safelisted ones (WHATWG Fetch):
+/// the request id, why to wait, the latency breakdown (Server-Timing, issue 12) and whether the
+/// answer came from the response cache or a degraded server.
+inline constexpr const char* kCorsExposedHeaders =
+    "x-request-id, Retry-After, Server-Timing, x-qwenserve-cache, x-qwenserve-degraded";
+
 /// For any response to a request whose Origin is allowed: Access-Control-Allow-Origin ("*" when
-/// `allowed` holds "*", else the origin itself with Vary: Origin) and Access-Control-Expose-Headers
-/// "x-request-id, Retry-After". Nothing for other requests.
+/// `allowed` holds "*", else the origin itself with Vary: Origin), Access-Control-Expose-Headers
+/// kCorsExposedHeaders and Timing-Allow-Origin (the same origin or "*", so that the Resource Timing
+/// API shows the Server-Timing entries too). Nothing for other requests.
 void add_cors_headers(const httplib::Request& req, httplib::Response& res, const std::vector<std::string>& allowed);
 
 }  // namespace qs

@@ -1,0 +1,61 @@
+// Learned wall time of one engine step, for TTFT prediction (engine/ttft_predictor.h).
+//
+// Cost model (seconds). A step computes `rows` tokens; `L` of them produce logits (one per decode,
+// one per prefill chunk that ends its prompt) and the other `c = rows - L` are prefill tokens that
+// only fill the KV cache:
+//   step_s(L, c) = decode_s(max(L, 1)) + c' x prefill_token_s(c'),   c' = c - (L == 0 ? 1 : 0)
+// i.e. a step costs what a decode-only step with as many logits rows costs, plus a marginal cost
+// per further prefill token. A step without logits rows (a chunk in the middle of a long prompt)
+// is costed as a one-row step plus c - 1 tokens: its first row carries the fixed per-step cost
+// (reading the weights once), the LM head of one row being small next to a chunk.
+//   decode_s(n)          learned per n from steps with c' = 0 (decode-only steps, and steps
+//                        whose prefill chunks all end their prompt with one token); unmeasured n
+//                        are interpolated linearly between the measured neighbours, extrapolated
+//                        from the two nearest measured counts (slope >= 0), or taken flat when
+//                        only one count was measured;
+//   prefill_token_s(c')  learned per power-of-two bucket of c' (1, 2-3, 4-7, ...): on a CPU the
+//                        marginal cost of a token depends on the chunk size (a few rows ride on
+//                        the weight reads of the decode rows, a 512-token chunk is compute bound),
+//                        so one figure for all chunk sizes is wrong at one end; an unmeasured
+//                        bucket takes the nearest measured one.
+// Learning inverts the same model: a step of measured seconds t with c' >= 1 and decode_s(max(L,1))
+// known gives the sample (t - decode_s(max(L, 1))) / c' (clamped at 0) for the bucket of c'; every
+// average is an exponential moving average with weight 1/4 on the newest sample, so the figures
+// follow the machine's current speed (other processes on a shared CPU included).
+// Attention's growth with context length is not modelled (a documented error for long prompts).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace qs {
+
+class StepCosts {
+ public:
+  static constexpr int kBuckets = 24;  // prefill buckets: [2^b, 2^(b+1)) tokens, b < kBuckets
+
+  StepCosts() = default;
+  /// `max_logits_rows` >= 1: the most logits rows a step can have (--max-num-seqs).
+  explicit StepCosts(int64_t max_logits_rows);
+
+  /// Records one step: `logits_rows` (L) rows with logits, `prefill_tokens` (c) prefill tokens
+  /// without logits, `seconds` of wall time. Non-positive or non-finite times are ignored.
+  void record(int64_t logits_rows, int64_t prefill_tokens, double seconds);
+
+  /// Seconds of a step with `logits_rows` and `prefill_tokens` (see the file comment); 0 for an
+  /// empty step or while nothing is measured.
+  double step_s(int64_t logits_rows, int64_t prefill_tokens) const;
+  /// Seconds of a step with n >= 1 logits rows and no other prefill token; 0 while none measured.
+  double decode_s(int64_t n) const;
+  /// Marginal seconds per prefill token in a step with `c` >= 1 such tokens; 0 while none measured.
+  double prefill_token_s(int64_t c) const;
+  /// True once a decode step and a prefill chunk were measured (before that, predictions are 0).
+  bool known() const;
+
+ private:
+  static int bucket_of(int64_t c);
+  std::vector<double> decode_s_;  // [max_logits_rows + 1] seconds, index n; < 0: not measured
+  std::vector<double> prefill_token_s_ = std::vector<double>(kBuckets, -1.0);  // [kBuckets]; < 0: not measured
+};
+
+}  // namespace qs
