@@ -34,7 +34,7 @@ const chat = (content, extra = {}) => ({ messages: [{ role: 'user', content }], 
 
 // ---- SLO-aware admission ----------------------------------------------------------------------
 
-test('10x overload burst: 200 or 429 with Retry-After = max(1, ceil(predicted - T)); admitted TTFT <= 2T; none lost', async () => {
+test('10x overload burst: 200 or 429 with Retry-After = max(1, ceil(predicted - T)); admitted TTFT <= 2T; none lost', async (t) => {
   // Calibrate the learned step costs (prefill and decode) with a few requests first.
   for (let i = 0; i < 3; i++) {
     // A generous per-request SLO: admitted whatever the first (uncalibrated) measurements say.
@@ -46,6 +46,7 @@ test('10x overload burst: 200 or 429 with Retry-After = max(1, ceil(predicted - 
   const results = await Promise.all(bodies.map((b) => slo.post('/v1/chat/completions', b)));
   let admitted = 0;
   let rejected = 0;
+  const pairs = [];  // [measured, predicted] TTFT of the admitted requests, ms
   for (const r of results) {
     if (r.status === 429) {
       rejected++;
@@ -69,7 +70,11 @@ test('10x overload burst: 200 or 429 with Retry-After = max(1, ceil(predicted - 
     assert.equal(rec.status, 200);
     assert.ok(rec.ttft_ms <= 2 * SLO_MS, `admitted TTFT ${rec.ttft_ms} ms > 2 x ${SLO_MS} ms (predicted ${rec.predicted_ttft_ms})`);
     assert.equal(typeof rec.predicted_ttft_ms, 'number');
+    pairs.push([rec.ttft_ms, rec.predicted_ttft_ms]);
   }
+  const ms = (v) => Math.round(v);
+  t.diagnostic(`admitted ${admitted}, rejected ${rejected}; admitted TTFT max ${ms(Math.max(...pairs.map((p) => p[0])))} ms; ` +
+    `(measured, predicted) ms: ${pairs.map(([m, p]) => `(${ms(m)}, ${ms(p)})`).join(' ')}`);
   assert.equal(admitted + rejected, bodies.length);
   assert.ok(admitted >= 1, 'at least the first requests are admitted');
   const { values } = await slo.metrics();
@@ -216,25 +221,29 @@ test('--response-cache-size with a non-numeric size is refused at startup', asyn
 
 // ---- Degradation ------------------------------------------------------------------------------
 
-// todo: runs and reports, but does not gate CI: it failed 1 of 4 runs on a 2-core machine (cause not
-// yet found; issue 12 stays open).
-test('degradation: above the threshold the default max_tokens shrinks and the header appears; below, not',
-  { todo: 'intermittent on a 2-core machine (issue 12 open)' }, async () => {
+// The threshold is read from the engine's published stats (KV use is published after each step),
+// so the test waits on that state, never on a fixed sleep: it once waited 200 ms after the long
+// stream ended for the engine to publish the freed KV, which a loaded 2-core machine (load average
+// above 10 with other builds) need not grant the engine thread. The long stream is cancelled by
+// hanging up once it has served its purpose (a 2000-token run took 25-35 s on that machine).
+test('degradation: above the threshold the default max_tokens shrinks and the header appears; below, not', async () => {
   const idle = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0 });
   assert.equal(idle.status, 200);
   assert.equal(idle.headers.get('x-qwenserve-degraded'), null);
   assert.equal((await degrade.logRecordFor(idle.json.id)).max_tokens, 40);
   // Keep a long stream running (KV in use), then ask without max_tokens.
+  let hangUp = null;
   const long = degrade.stream('/v1/completions', {
     prompt: 'a b c', max_tokens: 2000, temperature: 0, stream: true,
     logit_bias: { 151643: -100, 151645: -100 },  // no <|endoftext|> / <|im_end|>: runs all 2000 tokens
-  });
+  }, { onEvent: (_event, ctl) => { hangUp ??= ctl.abort; } });
   // Wait until it runs (its first text may come late: padding ids have none).
   let stats;
   // kv_cache_usage, not running: the engine publishes running before the step, KV use after it.
   for (let i = 0; i < 400 && !((stats = (await degrade.get('/stats')).json)?.kv_cache_usage > 0); i++) await sleep(25);
   const busy = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0 });
   const explicit = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0, max_tokens: 5 });
+  if (hangUp) hangUp();  // the server cancels the stream at its next write; else it runs to its end
   const longResult = await long;
   assert.equal(busy.headers.get('x-qwenserve-degraded'), '1',
     `stats ${JSON.stringify({ running: stats?.running, kv: stats?.kv_cache_usage })}, long: ${longResult.status} ${longResult.events.length} events ${longResult.text.slice(-300)}`);
@@ -243,7 +252,9 @@ test('degradation: above the threshold the default max_tokens shrinks and the he
   assert.equal(rec.degraded, true);
   assert.ok(busy.json.usage.completion_tokens <= 3);
   assert.equal((await degrade.logRecordFor(explicit.json.id)).max_tokens, 5);  // explicit: kept
-  await sleep(200);  // the engine publishes its stats after the step that ended the stream
+  // Below the threshold once the engine has published that the long stream's KV is free.
+  for (let i = 0; i < 400 && ((stats = (await degrade.get('/stats')).json)?.kv_cache_usage > 0); i++) await sleep(25);
+  assert.equal(stats?.kv_cache_usage, 0, 'the cancelled stream released its KV blocks');
   const after = await degrade.post('/v1/completions', { prompt: 'one two', temperature: 0 });
   assert.equal(after.headers.get('x-qwenserve-degraded'), null);
   const { values } = await degrade.metrics();
