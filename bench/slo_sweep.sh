@@ -21,7 +21,8 @@ stop() { kill "$pid"; wait "$pid" || true; }
 lt() { "$bin" loadtest --url "http://127.0.0.1:$port" --input-tokens "$input" --output-tokens "$output" \
         --slo-ttft-ms "$slo" --json --quiet "$@"; }
 serve
-cap=$(lt --concurrency "$seqs" --num-requests "$n" | python3 -c 'import json,sys; print(json.load(sys.stdin)["request_throughput"])')
+# QS_CAPACITY=REQ_PER_S skips the measurement (e.g. to rerun a sweep on the same machine).
+cap=${QS_CAPACITY:-$(lt --concurrency "$seqs" --num-requests "$n" | python3 -c 'import json,sys; print(json.load(sys.stdin)["request_throughput"])')}
 echo "capacity $cap req/s at concurrency $seqs" >&2
 stop
 for mode in off on; do
