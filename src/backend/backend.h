@@ -56,6 +56,10 @@ class Backend {
   virtual void prepare(const ModelConfig& config, const ModelWeights& weights, const BackendLimits& limits) = 0;
   /// Bytes one KV block takes across all layers, K and V, in `dtype`.
   virtual size_t kv_bytes_per_block(KvDType dtype) const = 0;
+  /// KV blocks the backend's device memory can hold once prepare() has placed the weights and
+  /// activations (a GPU backend: what --gpu-memory-utilization leaves, vLLM's rule); 0 for a
+  /// backend in host memory, whose caller sizes the cache from its own budget (kv/kv_budget.h).
+  virtual int32_t kv_blocks_for_device_memory(KvDType dtype) const { return 0; }
   /// Allocates the KV storage of `n_blocks` blocks (block ids [0, n_blocks)). Throws qs::Error
   /// when n_blocks < 1, the dtype does not suit the model, or memory runs out.
   virtual void allocate_kv(int32_t n_blocks, KvDType dtype) = 0;

@@ -40,6 +40,13 @@ void RuntimeOptions::add_to(CLI::App& command) {
                      "Quantize the weight matrices at load time: q8_0, q4_0, q4_k_m, q5_k_m, q6_k, "
                      "bf16, f16, f32 (as `qwenserve quantize --type`)")
       ->check(CLI::IsMember(quant_mix_names()));
+  command.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                     "--device cuda: share of the GPU's memory this process may use; the paged KV cache "
+                     "takes what the weights and activations leave (vLLM's flag)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  command.add_flag("--enforce-eager", enforce_eager,
+                   "--device cuda: launch every step's kernels one by one (no CUDA graphs; vLLM's flag)");
   command.add_flag("--no-thread-pinning", no_thread_pinning,
                    "Do not pin the compute worker threads to CPUs (pinning is skipped anyway when "
                    "--threads exceeds the CPUs this process may use)");
@@ -58,6 +65,8 @@ BackendOptions RuntimeOptions::backend_options(int worker_nice) const {
   out.device = device;
   out.threads = threads > 0 ? threads : usable;
   out.pin_threads = !no_thread_pinning;
+  out.gpu_memory_utilization = gpu_memory_utilization;
+  out.enforce_eager = enforce_eager;
   out.worker_nice = worker_nice;
   return out;
 }

@@ -24,9 +24,11 @@ struct RuntimeOptions {
   std::string quantize;          // empty, or a mix name (quant/quantize_policy.h)
   bool no_thread_pinning = false;  // leave the compute workers unpinned
   std::string device = "cpu";    // --device cpu|cuda
+  double gpu_memory_utilization = 0.9;  // --gpu-memory-utilization (cuda)
+  bool enforce_eager = false;           // --enforce-eager (cuda: no CUDA graphs)
 
   /// Adds --model, --device, --threads, --ctx-size, --batch-size, --kv-cache-type, --no-mmap,
-  /// --mlock, --quantize and --no-thread-pinning to `command`.
+  /// --mlock, --quantize, --gpu-memory-utilization, --enforce-eager and --no-thread-pinning to `command`.
   void add_to(CLI::App& command);
 
   /// The backend options these flags ask for: `threads` (default: all usable CPUs; a warning when

@@ -54,6 +54,7 @@ struct ServeOptions {
   std::string metrics_compat = "none";  // "vllm": /metrics also writes vLLM's names
   std::string response_cache_size = "0";  // --response-cache-size (parse_byte_size)
   std::string chat_template_file;         // --chat-template: replaces the model's template
+  CLI::Option* max_num_seqs_option = nullptr;
   CLI::Option* max_batched_tokens_option = nullptr;
   CLI::Option* batch_size_option = nullptr;
 };
@@ -73,7 +74,12 @@ ChatTemplate load_chat_template(const ServeOptions& opt, const std::string& from
 
 // KV blocks: --kv-cache-memory, else a quarter of available memory capped at max_num_seqs full
 // contexts (never less than one context).
+// A device backend (cuda) sizes the cache from its free device memory unless --kv-cache-memory is given.
 int32_t kv_blocks_for(const Backend& backend, const ServeOptions& opt, int64_t ctx, KvDType dtype) {
+  if (opt.kv_cache_memory.empty()) {
+    const int32_t device_blocks = backend.kv_blocks_for_device_memory(dtype);
+    if (device_blocks > 0) return device_blocks;
+  }
   KvBudgetInput in;
   in.bytes_per_block = backend.kv_bytes_per_block(dtype);
   in.ctx_tokens = ctx;
@@ -100,6 +106,13 @@ void warm_up(Engine& engine, const Tokenizer& tokenizer) {
 // Checks that need no model, so that a bad configuration fails before a long model load. Throws
 // qs::Error.
 void check_configuration(ServeOptions& opt) {
+  // A GPU batches far more than a CPU: vLLM-like defaults on --device cuda unless set.
+  if (opt.runtime.device == "cuda") {
+    if (opt.max_num_seqs_option->count() == 0) opt.engine.max_num_seqs = 128;
+    if (opt.max_batched_tokens_option->count() == 0 && opt.batch_size_option->count() == 0) {
+      opt.engine.max_batched_tokens = 2048;
+    }
+  }
   if (opt.served_model_names.empty() ||
       std::find(opt.served_model_names.begin(), opt.served_model_names.end(), "") != opt.served_model_names.end()) {
     throw Error("--served-model-name: names must not be empty");
@@ -279,10 +292,13 @@ Command register_serve(CLI::App& app) {
   app.add_option("--log-format", s.log_format, "Per-request log line on stderr")->check(CLI::IsMember({"json", "text", "none"}))->capture_default_str();
   EngineOptions& e = opt->engine;
   e.max_queue = 256;
-  app.add_option("--max-num-seqs", e.max_num_seqs, "Sequences decoded together")->check(kPositive)->capture_default_str();
+  opt->max_num_seqs_option =
+      app.add_option("--max-num-seqs", e.max_num_seqs, "Sequences decoded together (--device cuda: 128 unless set)")
+          ->check(kPositive)->capture_default_str();
   opt->max_batched_tokens_option =
       app.add_option("--max-batched-tokens", e.max_batched_tokens,
-                     "Tokens per forward step: decode tokens + prefill chunks (chunked prefill)")
+                     "Tokens per forward step: decode tokens + prefill chunks (chunked prefill; "
+                     "--device cuda: 2048 unless set)")
           ->check(kPositive)->capture_default_str();
   app.add_option("--prefill-slack", e.prefill_slack,
                  "A step that prefills next to running decodes may take (1 + X) times a decode-only "

@@ -15,14 +15,17 @@ struct BackendOptions {
   int threads = 1;             // CPU compute threads (host threads for a GPU backend)
   bool pin_threads = true;     // CPU: pin workers to CPUs
   int worker_nice = 0;         // CPU: > 0 lowers the workers' priority below the HTTP threads
+  double gpu_memory_utilization = 0.9;  // CUDA: share of device memory the process may use
+  bool enforce_eager = false;           // CUDA: no CUDA graphs
 };
 
-/// Names of the backends this binary can build ("cpu"; "cuda" when built with CUDA).
+/// Names of the backends this binary can build here: "cpu", and "cuda" when built with CUDA and a
+/// CUDA device answers (any CUDA error at the device query counts as "no device").
 std::vector<std::string> registered_backends();
 
 /// Builds the backend for options.device. Throws qs::Error "qwenserve was built without CUDA
-/// support: --device cuda is not available" for cuda in a CPU-only build, and names the choices
-/// for an unknown device.
+/// support: --device cuda is not available" for cuda in a CPU-only build, "no CUDA device found"
+/// in a CUDA build without a device, and names the choices for an unknown device.
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
 
 /// The kernel paths `device` would use on this machine, one line (for `qwenserve info`), e.g.
