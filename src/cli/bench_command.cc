@@ -4,6 +4,10 @@
 //        tokens/s = N / time.
 //   tgN: N forward passes of one token each, after a short prompt (--tg-prompt tokens, prefilled
 //        untimed); tokens/s = N / time of the N steps.
+//   dbN@C (--decode-batch N, --decode-context C): one decode step of N sequences, each at context C
+//        (one new token at position C - 1, greedy sampling of every row); tokens/s = N / step
+//        time, and ms/step. The contexts are prefilled first (untimed, in chunks of up to 512
+//        tokens), so the step reads real KV.
 // Tokens are deterministic pseudo-random ids in [0, vocab) (llama-bench also feeds random tokens;
 // no sampling is timed). Each test runs once untimed (warm-up), then -r times; the line reports the
 // mean and the sample standard deviation (n - 1) of the per-run tokens/s. model_bytes is the sum of
@@ -22,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/runtime.h"
 #include "core/error.h"
+#include "backend/step_batch.h"
 #include "engine/sequence_runner.h"
 
 namespace qs::cli {
@@ -36,6 +41,8 @@ struct BenchOptions {
   int repetitions = 5;
   int tg_prompt_tokens = 8;
   bool json = false;
+  int decode_batch = 0;      // --decode-batch N (0: the pp / tg tests instead)
+  int64_t decode_context = 512;
   CLI::Option* batch_option = nullptr;
   CLI::Option* ctx_option = nullptr;
 };
@@ -173,7 +180,77 @@ void print_result(const TestResult& r, bool decode, const ModelInfo& m, int repe
   std::fflush(stdout);
 }
 
+// --decode-batch: a backend prepared for N sequences of C tokens, one decode step timed per run.
+int run_decode_batch(const BenchOptions& opt) {
+  const int32_t n = opt.decode_batch;
+  const int64_t ctx = opt.decode_context;
+  RuntimeOptions ro = opt.runtime;
+  RuntimeModel loaded = load_runtime_model(ro);
+  const ModelConfig& config = loaded.model->config;
+  if (ctx > config.max_position_embeddings) {
+    throw Error("--decode-context " + std::to_string(ctx) + " exceeds the model's context (" +
+                std::to_string(config.max_position_embeddings) + ")");
+  }
+  const BackendOptions bo = ro.backend_options();
+  const std::unique_ptr<Backend> backend = make_backend(bo);
+  const int64_t chunk = std::min<int64_t>(ctx, 512);
+  backend->prepare(config, loaded.model->weights, BackendLimits{std::max<int64_t>(n, chunk), ctx, n});
+  const int32_t blocks_per_seq = kv_blocks_for_context(ctx);
+  backend->allocate_kv(blocks_per_seq * n, parse_kv_dtype(ro.kv_cache_type));
+  auto table_of = [&](int32_t s) {
+    std::vector<int32_t> table(static_cast<size_t>(blocks_per_seq));
+    for (int32_t b = 0; b < blocks_per_seq; ++b) table[b] = s * blocks_per_seq + b;
+    return table;
+  };
+  auto token_at = [&](int32_t s, int64_t pos) {
+    return static_cast<int32_t>((1000003LL * (s + 1) + 7919LL * pos) % config.vocab_size);
+  };
+  StepBatchBuilder builder;
+  StepBatch batch;
+  SamplingBatch sampling;
+  sampling.vocab_rows = backend->vocab_rows();
+  StepOutput out;
+  // Untimed prefill of positions [0, ctx - 1) of every sequence.
+  for (int32_t s = 0; s < n; ++s) {
+    const std::vector<int32_t> table = table_of(s);
+    for (int64_t pos = 0; pos < ctx - 1; pos += chunk) {
+      std::vector<int32_t> ids(static_cast<size_t>(std::min(chunk, ctx - 1 - pos)));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = token_at(s, pos + static_cast<int64_t>(i));
+      builder.clear();
+      builder.add_sequence(ids, static_cast<int32_t>(pos), table, 0);
+      builder.build(batch);
+      backend->forward(batch, sampling, out);
+    }
+  }
+  builder.clear();
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t token = token_at(s, ctx - 1);
+    builder.add_sequence(std::span<const int32_t>(&token, 1), static_cast<int32_t>(ctx - 1), table_of(s), 1);
+  }
+  builder.build(batch);
+  sampling.rows.resize(static_cast<size_t>(n));
+  for (int32_t s = 0; s < n; ++s) {
+    sampling.rows[s].seq_id = static_cast<uint64_t>(s);
+    sampling.rows[s].temperature = 0.0f;
+  }
+  const TestResult r = measure("db" + std::to_string(n) + "@" + std::to_string(ctx), n, opt.repetitions, [&] {
+    const auto start = Clock::now();
+    backend->forward(batch, sampling, out);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  });
+  const ModelInfo info{opt.runtime.model_path, describe_weight_type(*loaded.model, loaded.quantized.get()),
+                       model_weight_bytes(loaded.model->weights), bo.threads};
+  if (!opt.json) print_header();
+  print_result(r, false, info, opt.repetitions, opt.json);
+  if (!opt.json) {
+    std::printf("%s: %.3f ms per decode step of %d sequences at context %lld (%s)\n", r.name.c_str(),
+                1000.0 * n / r.mean, n, static_cast<long long>(ctx), backend->describe().c_str());
+  }
+  return 0;
+}
+
 int run_bench(BenchOptions& opt) {
+  if (opt.decode_batch > 0) return run_decode_batch(opt);
   const std::vector<int64_t> prompts = parse_list(opt.prompt_list, "-p");
   const std::vector<int64_t> gens = parse_list(opt.gen_list, "-n");
   if (prompts.empty() && gens.empty()) throw Error("nothing to run: -p and -n are both 0");
@@ -228,6 +305,12 @@ Command register_bench(CLI::App& app) {
       ->check(kNonNegative)
       ->capture_default_str();
   app.add_flag("--json", opt->json, "One JSON object per test line");
+  app.add_option("--decode-batch", opt->decode_batch,
+                 "Instead of pp/tg: time one decode step of N sequences at --decode-context (greedy rows)")
+      ->check(kNonNegative);
+  app.add_option("--decode-context", opt->decode_context, "Context of each sequence in --decode-batch runs")
+      ->check(kPositive)
+      ->capture_default_str();
   return [opt] { return run_bench(*opt); };
 }
 

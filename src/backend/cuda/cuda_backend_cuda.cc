@@ -678,7 +678,7 @@ std::string cuda_device_summary() {
   if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "no CUDA device (properties query failed)";
   int driver = 0;
   cudaDriverGetVersion(&driver);
-  char line[256];
+  char line[768];
   std::snprintf(line, sizeof line, "%s, %.1f GiB, sm_%d%d, %d SMs, driver %d.%d", p.name,
                 static_cast<double>(p.totalGlobalMem) / (1u << 30), p.major, p.minor, p.multiProcessorCount,
                 driver / 1000, (driver % 1000) / 10);
