@@ -31,7 +31,7 @@ def parse_args(argv):
         prog="qwenserve-make-test-model",
         description="Write a random-weight Qwen3 (or Qwen2) model as GGUF or as a Hugging Face "
                     "directory. Same seed => same weights in every format.")
-    p.add_argument("--config", choices=["tiny", "small", "4b"], required=True)
+    p.add_argument("--config", choices=["tiny", "small", "4b", "4b-2l"], required=True)
     p.add_argument("--format", choices=["gguf", "hf"], required=True)
     p.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0"], default="f32",
                    help="matrix storage type (q8_0: gguf only); GGUF 1-D tensors are always f32")

@@ -45,13 +45,15 @@ _SHAPES = {
     "tiny": (64, 128, 2, 4, 32, 4, 2, 1e6, 40960),
     "small": (512, 1536, 4, 8, 64, 8, 4, 1e6, 40960),
     "4b": (2560, 9728, 36, 32, 128, 32, 8, 5e6, 262144),
+    # Qwen3-4B's shapes with 2 layers: CUDA vs CPU logits in scripts/device-check.sh.
+    "4b-2l": (2560, 9728, 2, 32, 128, 32, 8, 5e6, 262144),
 }
 
 
 def make_config(name: str, arch: str = "qwen3", untied: bool = False,
                 vocab_size: int | None = None) -> ModelConfig:
     if name not in _SHAPES:
-        raise ValueError(f"unknown config {name!r} (tiny, small, 4b)")
+        raise ValueError(f"unknown config {name!r} (tiny, small, 4b, 4b-2l)")
     if arch not in ("qwen3", "qwen2"):
         raise ValueError(f"unknown arch {arch!r} (qwen3, qwen2)")
     hidden, inter, layers, q3_heads, q3_hd, q2_heads, kv_heads, theta, max_pos = _SHAPES[name]
