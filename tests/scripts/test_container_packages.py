@@ -9,7 +9,8 @@ one means the list is stale. The image itself cannot be built on this machine (n
 engine): this is the part of it that can be checked here.
 
 A sanitizer build (its binary loads libasan / libubsan) is not what the image ships: the check is
-skipped for it, with a message.
+skipped for it, with a message. In a build with the CUDA backend, the CUDA libraries (cuBLASLt)
+are left out: the CPU image builds without CUDA.
 
 Env: QS_BIN (the binary, default build/release/qwenserve), QS_SOURCE_DIR (repository root).
 """
@@ -78,6 +79,13 @@ def main():
     if any(re.search(r"lib(asan|ubsan|tsan)\.so", p) for p in libraries):
         print(f"skipped: {BIN} is a sanitizer build; the image ships the release build")
         return
+    # deploy/Containerfile has no CUDA toolkit, so its build is CPU-only (QS_CUDA=AUTO finds none):
+    # the CUDA libraries a build with the CUDA backend loads (cuBLASLt from the toolkit) are the
+    # concern of deploy/Containerfile.cuda, not of this image.
+    cuda = [p for p in libraries if re.search(r"/lib(cublas|cublasLt|cudart)\.so", p)]
+    for path in cuda:
+        print(f"not in the CPU image (CUDA backend library): {path}")
+    libraries = [p for p in libraries if p not in cuda]
     needed = {}
     for path in libraries:
         needed.setdefault(owning_package(path), []).append(os.path.basename(path))
