@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
-# Builds and runs the libFuzzer targets (tests/fuzz/, preset "fuzz": clang, ASan + UBSan).
+# Builds and runs the libFuzzer targets (tests/fuzz/), which live in the shared sanitizer build
+# (preset "asan": clang, ASan + UBSan, the same library as the unit tests and the e2e subset).
 #
 #   scripts/fuzz.sh smoke [SECONDS]          every target for SECONDS (default 30) from the committed
 #                                            seeds; fails on the first crash, leak, timeout or failed
 #                                            invariant (CI)
 #   scripts/fuzz.sh campaign SECONDS [T...]  offline campaign: each target (or the ones named) for
-#                                            SECONDS more, resuming from its corpus in
-#                                            .cache/fuzz/corpus/<target> (seeded from the committed
-#                                            corpus), nice 19, one process at a time; appends a line
-#                                            per run to .cache/fuzz/campaign.tsv
+#                                            SECONDS more, nice 19, one process at a time, resuming
+#                                            from the committed corpus (tests/fuzz/corpus/<target>)
+#                                            plus this machine's (<state>/corpus/<target>); inputs
+#                                            that add coverage are merged back into the committed
+#                                            corpus, and one line per run is appended to the
+#                                            committed ledger tests/fuzz/CAMPAIGN.tsv (commit both)
 #   scripts/fuzz.sh report                   cumulative CPU seconds, executions, coverage and
-#                                            crashes per target from campaign.tsv
+#                                            crashes per target from tests/fuzz/CAMPAIGN.tsv, and
+#                                            the CPU seconds still missing to the goal of 1 CPU-hour
 #   scripts/fuzz.sh replay FILE...           runs inputs (e.g. a crash) through their target, named
 #                                            by the corpus directory they sit in or by --target T
 #
-# Crashing inputs go to .cache/fuzz/crashes/<target>/. Turn each into a regression test: fix the
-# bug, add a unit test for it and commit the input under tests/fuzz/regressions/<target>/ (every
-# run, the smoke included, replays those first). See tests/fuzz/README.md.
+# State (logs, crashes, the local corpus): $QS_FUZZ_STATE_DIR (default .cache/fuzz). Crashing
+# inputs go to <state>/crashes/<target>/. Turn each into a regression test: fix the bug, add a
+# unit test for it and commit the input under tests/fuzz/regressions/<target>/ (every run, the
+# smoke included, replays those first). See tests/fuzz/README.md.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 mode="${1:-smoke}"
 shift || true
-build="$repo_root/build/fuzz/tests/fuzz"
-state="$repo_root/.cache/fuzz"
+build="$repo_root/build/asan/tests/fuzz"
+state="${QS_FUZZ_STATE_DIR:-$repo_root/.cache/fuzz}"
+ledger="$repo_root/tests/fuzz/CAMPAIGN.tsv"
+goal_cpu_s=3600
 export QS_TOKENIZER_DIR="${QS_TOKENIZER_DIR:-$repo_root/.cache/tokenizer-qwen3}"
 
 all_targets() { (cd tests/fuzz && ls ./*_fuzz.cc | sed 's#^\./##; s#\.cc$##'); }
@@ -32,15 +39,16 @@ dict_for() {
   case "$1" in
     gguf_reader_fuzz|safetensors_reader_fuzz) echo "tests/fuzz/dict/gguf.dict" ;;
     chat_template_fuzz) echo "tests/fuzz/dict/jinja.dict" ;;
-    openai_request_fuzz|tokenizer_json_fuzz) echo "tests/fuzz/dict/json.dict" ;;
+    openai_request_fuzz|responses_request_fuzz|messages_request_fuzz|chat_template_kwargs_fuzz|tokenizer_json_fuzz)
+      echo "tests/fuzz/dict/json.dict" ;;
     *) echo "" ;;
   esac
 }
 
 build_targets() {
   "$repo_root/tools/fetch-tokenizer.sh" >/dev/null
-  cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j "${QS_BUILD_JOBS:-$(nproc)}"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "${QS_BUILD_JOBS:-$(nproc)}" --target qwenserve_fuzz_targets
 }
 
 # run_target TARGET SECONDS CORPUS_DIR LOG: one libFuzzer run; its exit status.
@@ -104,32 +112,43 @@ case "$mode" in
     shift
     targets=("$@")
     ((${#targets[@]})) || mapfile -t targets < <(all_targets)
-    [[ -x "$build/${targets[0]}" ]] || build_targets
+    build_targets
     mkdir -p "$state"
-    [[ -f "$state/campaign.tsv" ]] || printf 'date\ttarget\tcpu_s\texecutions\tcov\tft\tcrashes\n' >"$state/campaign.tsv"
+    [[ -f "$ledger" ]] || printf 'date\ttarget\tcpu_s\texecutions\tcov\tft\tcrashes\tcorpus_files\n' >"$ledger"
     for target in "${targets[@]}"; do
       log="$state/campaign-$target.log"
+      corpus="$state/corpus/$target"
+      mkdir -p "$corpus"
       before=$(find "$state/crashes/$target" -type f 2>/dev/null | wc -l)
       t0=$(date +%s)
       rc=0
       # CPU seconds (user + system) of the run, which on a shared machine is less than its wall time.
       TIMEFORMAT='%U %S'
-      { time QS_FUZZ_NICE="nice -n 19" run_target "$target" "$seconds" "$state/corpus/$target" "$log" || rc=$?; } 2>"$state/time"
+      { time QS_FUZZ_NICE="nice -n 19" run_target "$target" "$seconds" "$corpus" "$log" || rc=$?; } 2>"$state/time"
       t1=$(date +%s)
       cpu="$(awk '{printf "%d", $1 + $2}' "$state/time")"
       after=$(find "$state/crashes/$target" -type f 2>/dev/null | wc -l)
       read -r execs cov ft <<<"$(summary_of "$log")"
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$cpu" "$execs" "$cov" "$ft" \
-        "$((after - before))" >>"$state/campaign.tsv"
-      echo "campaign $target: rc $rc, $((t1 - t0)) s wall, $cpu s CPU, $execs executions, cov $cov, ft $ft, new crashes $((after - before))"
+      # Inputs that add coverage to the committed corpus go into it, so that the next campaign (on
+      # any machine, from a fresh clone) resumes from here.
+      scratch="$(mktemp -d)"
+      TMPDIR="$scratch" nice -n 19 "$build/$target" -merge=1 -max_len=8192 -timeout=20 -rss_limit_mb=4096 \
+        "tests/fuzz/corpus/$target" "$corpus" >"$state/merge-$target.log" 2>&1 || echo "campaign $target: merge failed ($state/merge-$target.log)"
+      rm -rf "$scratch"
+      files=$(find "tests/fuzz/corpus/$target" -type f | wc -l)
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$cpu" "$execs" "$cov" "$ft" \
+        "$((after - before))" "$files" >>"$ledger"
+      echo "campaign $target: rc $rc, $((t1 - t0)) s wall, $cpu s CPU, $execs executions, cov $cov, ft $ft," \
+        "new crashes $((after - before)), committed corpus $files files"
     done
     ;;
   report)
-    [[ -f "$state/campaign.tsv" ]] || { echo "no campaign yet ($state/campaign.tsv)"; exit 0; }
-    awk -F'\t' 'NR > 1 { cpu[$2] += $3; ex[$2] += $4; cov[$2] = $5; ft[$2] = $6; cr[$2] += $7 }
-      END { printf "%-26s %10s %14s %6s %7s %8s\n", "target", "cpu_s", "executions", "cov", "ft", "crashes";
-            for (t in cpu) printf "%-26s %10d %14d %6d %7d %8d\n", t, cpu[t], ex[t], cov[t], ft[t], cr[t] }' \
-      "$state/campaign.tsv" | sort
+    [[ -f "$ledger" ]] || { echo "no campaign yet ($ledger)"; exit 0; }
+    awk -F'\t' -v goal="$goal_cpu_s" 'NR > 1 { cpu[$2] += $3; ex[$2] += $4; cov[$2] = $5; ft[$2] = $6; cr[$2] += $7; n[$2] = $8 }
+      END { printf "%-28s %8s %14s %6s %7s %8s %7s %8s\n", "target", "cpu_s", "executions", "cov", "ft", "crashes", "corpus", "to_goal";
+            for (t in cpu) printf "%-28s %8d %14d %6d %7d %8d %7d %8d\n", t, cpu[t], ex[t], cov[t], ft[t], cr[t], n[t],
+                                  cpu[t] < goal ? goal - cpu[t] : 0 }' \
+      "$ledger" | sort
     ;;
   replay)
     target=""

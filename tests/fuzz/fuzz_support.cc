@@ -88,14 +88,3 @@ void fail(const std::string& what) {
 
 }  // namespace qs::fuzz
 
-#include "core/cpu_isa.h"
-
-namespace qs {
-
-// core/cpu_isa.cc is not built here (clang 14 lacks __builtin_cpu_supports("f16c")): the fuzz
-// targets run the scalar code paths only.
-bool cpu_has_isa(CpuIsa isa) { return isa == CpuIsa::kScalar; }
-CpuIsa detected_cpu_isa() { return CpuIsa::kScalar; }
-CpuIsa active_cpu_isa() { return CpuIsa::kScalar; }
-
-}  // namespace qs

@@ -162,6 +162,84 @@ def request_seeds():
     put("openai_request_fuzz", b"[" * 200 + b"]" * 200)
 
 
+def responses_seeds():
+    """POST /v1/responses bodies (OpenAI API reference, "Responses")."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    bodies = [
+        {"model": "qwenserve", "input": "Hello", "max_output_tokens": 16},
+        {"instructions": "Be brief.", "input": [{"role": "developer", "content": "d"},
+                                               {"role": "user", "content": [{"type": "input_text", "text": "Hi "},
+                                                                            {"type": "input_text", "text": "there"}]},
+                                               {"type": "message", "role": "assistant",
+                                                "content": [{"type": "output_text", "text": "Hello"}]}],
+         "temperature": 0.5, "top_p": 0.9, "seed": 7, "stream": True, "store": False, "metadata": {"k": "v"}},
+        {"input": [{"role": "user", "content": "weather in Paris?"},
+                   {"type": "reasoning", "summary": []},
+                   {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+                   {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": "{\"city\": \"Rome\"}"},
+                   {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+                   {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "rain"}]}],
+         "tools": [{"type": "function", "name": "get_weather", "description": "w", "parameters": schema, "strict": True}],
+         "tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": False},
+        {"input": "JSON please", "text": {"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": True}},
+         "tool_choice": "none"},
+        {"input": "an object", "text": {"format": {"type": "json_object"}}, "tools": [], "tool_choice": "required"},
+        {"input": "x", "previous_response_id": "resp_1"},
+        {"input": [{"type": "web_search_call"}], "background": True},
+    ]
+    for b in bodies:
+        put("responses_request_fuzz", json.dumps(b, ensure_ascii=False).encode())
+    put("responses_request_fuzz", b'{"input": ' + b"[" * 130 + b"]" * 130 + b"}")
+
+
+def messages_seeds():
+    """POST /v1/messages bodies (Anthropic API reference, "Messages")."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    bodies = [
+        {"model": "qwenserve", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]},
+        {"max_tokens": 64, "system": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}],
+         "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                      {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"},
+                                                        {"type": "text", "text": "Hello"}]},
+                      {"role": "user", "content": "again"}],
+         "temperature": 0.5, "top_p": 0.9, "top_k": 20, "stop_sequences": ["\n\n", "END"], "stream": True,
+         "metadata": {"user_id": "u"}},
+        {"max_tokens": 32, "messages": [
+            {"role": "user", "content": "weather in Paris?"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Checking."},
+                                              {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}},
+                                              {"type": "tool_use", "id": "t2", "name": "get_weather", "input": {"city": "Rome"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"},
+                                         {"type": "tool_result", "tool_use_id": "t2",
+                                          "content": [{"type": "text", "text": "rain"}]},
+                                         {"type": "text", "text": "and?"}]}],
+         "tools": [{"name": "get_weather", "description": "w", "input_schema": schema}],
+         "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}},
+        {"max_tokens": 8, "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom", "name": "f",
+                                                                                    "input_schema": {"type": "object"}}],
+         "tool_choice": {"type": "any"}},
+        {"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+        {"messages": [{"role": "user", "content": "no max_tokens"}]},
+        {"max_tokens": 8, "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web_search_20250305", "name": "s"}]},
+    ]
+    for b in bodies:
+        put("messages_request_fuzz", json.dumps(b, ensure_ascii=False).encode())
+    put("messages_request_fuzz", b'{"max_tokens": 1, "messages": ' + b"[" * 130 + b"]" * 130 + b"}")
+
+
+def kwargs_seeds():
+    """chat_template_kwargs objects (vLLM), as chat_template_kwargs_fuzz reads them: the JSON alone."""
+    kwargs = [
+        {"enable_thinking": False}, {"enable_thinking": True}, {"enable_thinking": 0}, {"enable_thinking": "false"},
+        {"enable_thinking": None}, {"custom_flag": [1, 2.5, {"a": None}], "other": "x"},
+        {"tools": [{"type": "function", "function": {"name": "f"}}]}, {"messages": 1, "add_generation_prompt": False},
+        {"namespace": 3, "raise_exception": "x", "range": None}, {"reasoning_content": "r", "loop": {}},
+        {"nested": {"a": [[[[{"b": []}]]]]}}, [], "not an object",
+    ]
+    for k in kwargs:
+        put("chat_template_kwargs_fuzz", json.dumps(k, ensure_ascii=False).encode())
+
+
 def template_seeds(tok_dir):
     msgs = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "h\u00e9llo"},
                          {"role": "assistant", "content": "a", "reasoning_content": "r"}]}
@@ -237,6 +315,9 @@ def main():
     tokenizer_json_seeds(a.tokenizer)
     roundtrip_seeds()
     request_seeds()
+    responses_seeds()
+    messages_seeds()
+    kwargs_seeds()
     template_seeds(a.tokenizer)
     sse_seeds()
     head_seeds()

@@ -11,20 +11,15 @@
 #include <string>
 
 #include "fuzz_support.h"
+#include "request_checks.h"
 #include "server/api_error.h"
-#include "server/job_builder.h"
 #include "server/openai_request.h"
 
 namespace {
 
 using json = nlohmann::ordered_json;
 using qs::fuzz::check;
-
-constexpr int64_t kContextTokens = 2048;
-
-void expect_client_error(const qs::ApiError& e) {
-  check(e.status() >= 400 && e.status() < 500, std::string("status ") + std::to_string(e.status()) + ": " + e.what());
-}
+using qs::fuzz::expect_client_error;
 
 // The request's fields written back as an OpenAI body.
 json fields_json(const qs::GenerationFields& f) {
@@ -71,22 +66,6 @@ void check_same_fields(const qs::GenerationFields& a, const qs::GenerationFields
   check(bx == by, "re-serialised request differs (logit_bias)");
 }
 
-qs::JobContext job_context() {
-  static const qs::ServerOptions options;
-  return qs::JobContext{options, qs::fuzz::qwen3_tokenizer(), qs::fuzz::qwen3_chat_template(), kContextTokens};
-}
-
-void check_job(const qs::GenerationJob& job, const qs::GenerationFields& f) {
-  const qs::Tokenizer& tok = qs::fuzz::qwen3_tokenizer();
-  check(!job.prompt_ids.empty(), "job with an empty prompt");
-  for (int32_t id : job.prompt_ids) check(id >= 0 && id < tok.vocab_size(), "prompt id outside the vocabulary");
-  check(job.max_tokens >= 1 && static_cast<int64_t>(job.prompt_ids.size()) + job.max_tokens <= kContextTokens,
-        "max_tokens does not fit the context");
-  check(static_cast<int32_t>(job.choices.size()) == f.n, "job has a choice count other than n");
-  check(qs::fuzz::is_valid_utf8(job.prompt_text) || job.api == qs::GenerationJob::Api::kChat,
-        "completion prompt_text is not valid UTF-8");
-}
-
 void chat(const json& body) {
   qs::ChatRequest request;
   try {
@@ -111,14 +90,7 @@ void chat(const json& body) {
             reparsed.add_generation_prompt == request.add_generation_prompt &&
             reparsed.continue_final_message == request.continue_final_message,
         "re-serialised chat request differs (messages/tools/tool_choice/kwargs/generation prompt flags)");
-  const qs::JobContext ctx = job_context();
-  try {
-    const std::string prompt = qs::render_chat_prompt(ctx, request);
-    check(qs::fuzz::is_valid_utf8(prompt), "rendered chat prompt is not valid UTF-8");
-    check_job(qs::build_chat_job(request, ctx), request.fields);
-  } catch (const qs::ApiError& e) {
-    expect_client_error(e);
-  }
+  qs::fuzz::check_chat_job(request);
 }
 
 void completion(const json& body) {
@@ -140,11 +112,7 @@ void completion(const json& body) {
   check_same_fields(request.fields, reparsed.fields);
   check(reparsed.prompt_text == request.prompt_text && reparsed.prompt_ids == request.prompt_ids,
         "re-serialised completion request differs (prompt)");
-  try {
-    check_job(qs::build_completion_job(request, job_context()), request.fields);
-  } catch (const qs::ApiError& e) {
-    expect_client_error(e);
-  }
+  qs::fuzz::check_completion_job(request);
 }
 
 }  // namespace
