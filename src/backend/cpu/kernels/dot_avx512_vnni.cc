@@ -31,8 +31,11 @@
 #include <immintrin.h>
 
 // GCC 12's AVX-512 headers start insert/broadcast results from _mm512_undefined_*(), which
-// -W(maybe-)uninitialized report at every inlined use (a known false positive).
+// -W(maybe-)uninitialized report at every inlined use (a known false positive). Clang (the
+// sanitizer build) has no -Wmaybe-uninitialized.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace qs::kernels {
