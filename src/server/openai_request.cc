@@ -5,6 +5,7 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "tokenizer/utf8.h"
 
 namespace qs {
 namespace {
@@ -266,8 +267,10 @@ json parse_json_limited(std::string_view body) {
   try {
     return json::parse(body, limit_depth);
   } catch (const json::exception& e) {
-    throw ApiError(400, std::string("malformed JSON body: ") + e.what(), "", "invalid_request_error",
-                   "invalid_json");
+    // The parser's message quotes the bytes it last read, which may be invalid UTF-8 (a message
+    // that would not serialise as JSON): ill-formed sequences become U+FFFD.
+    throw ApiError(400, "malformed JSON body: " + tokenizer_detail::utf8_lossy(e.what()), "",
+                   "invalid_request_error", "invalid_json");
   }
 }
 

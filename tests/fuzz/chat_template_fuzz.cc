@@ -50,6 +50,11 @@ const std::vector<qs::ChatTemplate>& fixture_templates() {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  qs::fuzz::load_qwen3();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const uint8_t mode = in.ConsumeIntegral<uint8_t>() % 2;

@@ -61,6 +61,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  qs::fuzz::load_qwen3();
+  (void)prompt_without_kwargs();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ojson kwargs;
   try {

@@ -59,6 +59,11 @@ const ChatTemplate& qwen3_chat_template() {
   return chat_template;
 }
 
+void load_qwen3() {
+  (void)qwen3_tokenizer();
+  (void)qwen3_chat_template();
+}
+
 std::string read_source_file(const std::string& relative_path) {
   std::ifstream in(std::string(QS_SOURCE_DIR) + "/" + relative_path, std::ios::binary);
   if (!in) fail("cannot read " + relative_path);

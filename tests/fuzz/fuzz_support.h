@@ -25,6 +25,10 @@ std::string write_scratch_file(const std::string& name, std::string_view bytes);
 const Tokenizer& qwen3_tokenizer();
 /// The Qwen3 chat template (tokenizer_config.json "chat_template"), parsed once.
 const ChatTemplate& qwen3_chat_template();
+/// Loads qwen3_tokenizer() and qwen3_chat_template() now. Call it from LLVMFuzzerInitialize:
+/// under ASan on a busy machine the load takes tens of seconds, which would otherwise count
+/// against the first input's -timeout.
+void load_qwen3();
 /// The text of a file under the source tree, e.g. "tests/fixtures/chat/templates/qwen3.jinja".
 std::string read_source_file(const std::string& relative_path);
 

@@ -79,6 +79,11 @@ ojson responses_body_for(const ojson& chat) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  qs::fuzz::load_qwen3();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ojson body;
   try {

@@ -52,6 +52,11 @@ bool contains_added_token(const std::string& s) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  qs::fuzz::load_qwen3();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const qs::Tokenizer& tok = qs::fuzz::qwen3_tokenizer();
   FuzzedDataProvider in(data, size);

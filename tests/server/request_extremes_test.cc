@@ -153,5 +153,24 @@ TEST(RequestExtremes, LongStringsAndManyMessagesAreServedOrRefusedByLength) {
   EXPECT_EQ(status_of(many.dump()), 200);
 }
 
+// Found by the responses / messages / chat_template_kwargs fuzz targets: nlohmann's parse error
+// quotes the bytes it last read, so a malformed body with invalid UTF-8 gave an error message that
+// does not serialise as JSON (type_error 316 from a strict dump; send_json's lossy dump hid it).
+// Inputs: tests/fuzz/regressions/{responses,messages}_request_fuzz, chat_template_kwargs_fuzz.
+TEST(RequestExtremes, MalformedJsonWithInvalidUtf8GivesASerialisableError) {
+  for (const std::string body : {std::string("{\"enable_thinking\xbb: null}"), std::string("{\xff\xff\"input\": 1}")}) {
+    try {
+      parse_json_limited(body);
+      ADD_FAILURE() << "parsed";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.code(), "invalid_json");
+      std::string dumped;
+      EXPECT_NO_THROW(dumped = e.to_json().dump()) << e.what();  // strict: throws on invalid UTF-8
+      EXPECT_NE(std::string(e.what()).find("\xEF\xBF\xBD"), std::string::npos) << e.what();  // U+FFFD
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qs
