@@ -158,7 +158,7 @@ TEST(RequestExtremes, LongStringsAndManyMessagesAreServedOrRefusedByLength) {
 // does not serialise as JSON (type_error 316 from a strict dump; send_json's lossy dump hid it).
 // Inputs: tests/fuzz/regressions/{responses,messages}_request_fuzz, chat_template_kwargs_fuzz.
 TEST(RequestExtremes, MalformedJsonWithInvalidUtf8GivesASerialisableError) {
-  for (const std::string body : {std::string("{\"enable_thinking\xbb: null}"), std::string("{\xff\xff\"input\": 1}")}) {
+  for (const std::string& body : {std::string("{\"enable_thinking\xbb: null}"), std::string("{\xff\xff\"input\": 1}")}) {
     try {
       parse_json_limited(body);
       ADD_FAILURE() << "parsed";
