@@ -11,8 +11,10 @@
 #                              (qwenserve_thread_tests, the suites in $tsan_filter below) and the
 #                              HTTP server under the chaos e2e test
 #   scripts/test.sh soak [S]   scripts/soak.sh S (default 120) on the release build
-#   scripts/test.sh ci         release, 2 minutes of soak, asan (with the fuzz smoke) and tsan, with
-#                              the seconds of every stage (what .ci/run runs)
+#   scripts/test.sh ci         release, 2 minutes of soak and the fuzz smoke (the fuzz targets of the
+#                              asan build), with the seconds of every stage (what .ci/run runs)
+#   scripts/test.sh ci-full    ci plus the asan unit tests and e2e subset and tsan (not yet measured
+#                              green within CI's budget: issue 16)
 #   scripts/test.sh all        release and asan (every ctest test under ASan, e2e included)
 #
 # The e2e subset under ASan: server.test.mjs (every route, streaming, disconnect mid-stream,
@@ -117,6 +119,12 @@ run_asan() {  # run_asan [full]: full = every ctest test
   run_fuzz 30
 }
 
+run_fuzz_build_and_smoke() {  # only the fuzz targets of the shared asan build, then the smoke
+  echo "== asan: configure and build the fuzz targets"
+  timed "asan fuzz targets build" build asan qwenserve_fuzz_targets
+  run_fuzz 30
+}
+
 run_fuzz() {
   timed "fuzz smoke" "$repo_root/scripts/fuzz.sh" smoke "${1:-30}"
 }
@@ -139,7 +147,8 @@ case "${1:-release}" in
   fuzz) run_fuzz "${2:-30}" ;;
   tsan) run_tsan ;;
   soak) timed "soak" "$repo_root/scripts/soak.sh" "${2:-120}" ;;
-  ci) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_asan; run_tsan ;;
+  ci) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_fuzz_build_and_smoke ;;
+  ci-full) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_asan; run_tsan ;;
   all) run_release; run_asan full ;;
-  *) echo "usage: scripts/test.sh [release|asan|fuzz [SECONDS]|tsan|soak [SECONDS]|ci|all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/test.sh [release|asan|fuzz [SECONDS]|tsan|soak [SECONDS]|ci|ci-full|all]" >&2; exit 2 ;;
 esac
