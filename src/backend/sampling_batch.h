@@ -14,7 +14,10 @@
 // have been used by earlier steps of the sequence. The CPU backend runs std::mt19937_64(seed) and
 // keeps each sequence's generator between steps (a mismatch re-seeds and discards `draws`
 // outputs); a GPU backend may use a counter-based generator (Philox at offset `draws`). Greedy
-// rows draw nothing.
+// rows draw nothing. A speculative verify chunk gives one sequence k + 1 consecutive rows with
+// draws d, d + 1, .., d + k (row j samples the token after the chunk's first j drafts, with the
+// penalty history and mask of that position); each row is sampled independently, exactly as a
+// one-token step at that position would be, and the engine accepts or rejects the drafts.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,8 @@
 // mean and the sample standard deviation (n - 1) of the per-run tokens/s. model_bytes is the sum of
 // the weight tensors' bytes (llama-bench's "size"); for tg tests `weights_gb_per_s` = model_bytes *
 // tokens/s / 1e9, the weight read rate a decode step needs (compare with the read bandwidth from
-// qwenserve_microbench).
+// qwenserve_microbench). --spec-verify / --spec-repeat add the speculative-decoding tests of
+// cli/bench_spec.h after the pp and tg tests.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,7 +25,9 @@
 
 #include "cli/number_validators.h"
 #include "cli/commands.h"
+#include "cli/bench_spec.h"
 #include "cli/runtime.h"
+#include "cli/spec_flags.h"
 #include "core/error.h"
 #include "backend/step_batch.h"
 #include "engine/sequence_runner.h"
@@ -43,6 +46,10 @@ struct BenchOptions {
   bool json = false;
   int decode_batch = 0;      // --decode-batch N (0: the pp / tg tests instead)
   int64_t decode_context = 512;
+  int32_t spec_verify = 0;
+  int64_t spec_repeat = 0;
+  float spec_repeat_bias = 0;
+  SpecFlags spec;
   CLI::Option* batch_option = nullptr;
   CLI::Option* ctx_option = nullptr;
 };
@@ -253,18 +260,26 @@ int run_bench(BenchOptions& opt) {
   if (opt.decode_batch > 0) return run_decode_batch(opt);
   const std::vector<int64_t> prompts = parse_list(opt.prompt_list, "-p");
   const std::vector<int64_t> gens = parse_list(opt.gen_list, "-n");
-  if (prompts.empty() && gens.empty()) throw Error("nothing to run: -p and -n are both 0");
+  if (prompts.empty() && gens.empty() && opt.spec_verify == 0 && opt.spec_repeat == 0) {
+    throw Error("nothing to run: -p and -n are both 0");
+  }
+  const SpecDecodeOptions spec = opt.spec.resolve();
   const int64_t max_p = prompts.empty() ? 1 : *std::max_element(prompts.begin(), prompts.end());
   const int64_t max_g = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
   RuntimeOptions ro = opt.runtime;
-  const int64_t needed = std::max(max_p, opt.tg_prompt_tokens + max_g) + 1;
+  const int64_t needed =
+      std::max<int64_t>({max_p, opt.tg_prompt_tokens + max_g, opt.tg_prompt_tokens + 1 + opt.spec_verify,
+                         opt.spec_repeat > 0 ? kSpecRepeatPromptTokens + opt.spec_repeat + kMaxDraftTokens : 0}) + 1;
   if (opt.ctx_option->count() > 0 && ro.ctx_size < needed) {
     throw Error("--ctx-size " + std::to_string(ro.ctx_size) + " is shorter than the longest test needs (" +
                 std::to_string(needed) + " tokens)");
   }
   // The KV cache is sized for the longest test unless --ctx-size asks for more.
   ro.ctx_size = opt.ctx_option->count() > 0 ? ro.ctx_size : needed;
-  if (opt.batch_option->count() == 0) ro.batch_size = std::max<int64_t>(max_p, opt.tg_prompt_tokens);
+  if (opt.batch_option->count() == 0) {
+    ro.batch_size = std::max<int64_t>({max_p, opt.tg_prompt_tokens, 1 + opt.spec_verify,
+                                       opt.spec_repeat > 0 ? kSpecRepeatPromptTokens : 0, 1 + spec.draft_max});
+  }
   Runtime rt = make_runtime(ro);
   if (rt.ctx_tokens < ro.ctx_size) {
     throw Error("the model's context (" + std::to_string(rt.ctx_tokens) +
@@ -272,18 +287,32 @@ int run_bench(BenchOptions& opt) {
   }
   const ModelInfo info{opt.runtime.model_path, describe_weight_type(*rt.model, rt.quantized.get()),
                        model_weight_bytes(rt.model->weights), rt.threads};
-  Bench bench(rt, opt.tg_prompt_tokens);
-  if (!opt.json) print_header();
-  for (int64_t n : prompts) {
-    const TestResult r = measure("pp" + std::to_string(n), n, opt.repetitions,
-                                 [&] { return bench.run_prompt(n); });
-    print_result(r, false, info, opt.repetitions, opt.json);
-  }
-  for (int64_t n : gens) {
-    const TestResult r = measure("tg" + std::to_string(n), n, opt.repetitions,
-                                 [&] { return bench.run_gen(n); });
-    print_result(r, true, info, opt.repetitions, opt.json);
-  }
+  double prefill_rate = 0;  // the longest pp test's, for the verify-cost bound
+  {
+    Bench bench(rt, opt.tg_prompt_tokens);
+    if (!opt.json && (!prompts.empty() || !gens.empty())) print_header();
+    for (int64_t n : prompts) {
+      const TestResult r = measure("pp" + std::to_string(n), n, opt.repetitions,
+                                   [&] { return bench.run_prompt(n); });
+      print_result(r, false, info, opt.repetitions, opt.json);
+      if (n == max_p) prefill_rate = r.mean;
+    }
+    for (int64_t n : gens) {
+      const TestResult r = measure("tg" + std::to_string(n), n, opt.repetitions,
+                                   [&] { return bench.run_gen(n); });
+      print_result(r, true, info, opt.repetitions, opt.json);
+    }
+  }  // the Bench's KV blocks go back before the speculative tests take theirs
+  SpecBenchOptions so;
+  so.verify_max = opt.spec_verify;
+  so.repeat_tokens = opt.spec_repeat;
+  so.repeat_bias = opt.spec_repeat_bias;
+  so.spec = spec;
+  so.repetitions = opt.repetitions;
+  so.context_tokens = opt.tg_prompt_tokens;
+  so.json = opt.json;
+  if (so.verify_max > 0) run_spec_verify_curve(*rt.backend, so, prefill_rate);
+  if (so.repeat_tokens > 0) run_spec_repeat(*rt.backend, so);
   return 0;
 }
 
@@ -311,6 +340,16 @@ Command register_bench(CLI::App& app) {
   app.add_option("--decode-context", opt->decode_context, "Context of each sequence in --decode-batch runs")
       ->check(kPositive)
       ->capture_default_str();
+  app.add_option("--spec-verify", opt->spec_verify,
+                 "Time verify steps with k = 1..K drafts against a one-token decode step (0: off)")
+      ->check(CLI::Range(0, kMaxDraftTokens))->capture_default_str();
+  app.add_option("--spec-repeat", opt->spec_repeat,
+                 "Decode tokens/s with and without speculation on a workload whose output repeats: N greedy tokens (0: off)")
+      ->check(kNonNegative)->capture_default_str();
+  app.add_option("--spec-repeat-bias", opt->spec_repeat_bias,
+                 "Logit bias added to the repeated phrase's tokens in --spec-repeat")
+      ->check(CLI::Range(-100.0, 100.0))->capture_default_str();
+  opt->spec.add_to(app);
   return [opt] { return run_bench(*opt); };
 }
 

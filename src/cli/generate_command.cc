@@ -8,6 +8,7 @@
 #include "cli/number_validators.h"
 #include "cli/commands.h"
 #include "cli/runtime.h"
+#include "cli/spec_flags.h"
 #include "core/error.h"
 #include "engine/generator.h"
 #include "tokenizer/incremental_decoder.h"
@@ -29,6 +30,7 @@ struct GenerateOptions {
   float repetition_penalty = 1.0f;
   std::optional<uint64_t> seed;
   bool json = false;
+  SpecFlags spec;
 };
 
 // ChatML, the format of Qwen's chat template for a plain (no tools) conversation.
@@ -49,6 +51,7 @@ std::vector<int32_t> stop_tokens(const Tokenizer& tokenizer) {
 }
 
 int run_generate(const GenerateOptions& opt) {
+  const SpecDecodeOptions spec = opt.spec.resolve();  // a bad --speculative-config fails before loading
   Runtime rt = make_runtime(opt.runtime);
   const auto tokenizer = load_tokenizer(*rt.model);
   const std::string text = opt.chat ? chatml_prompt(opt.system, opt.prompt) : opt.prompt;
@@ -72,6 +75,7 @@ int run_generate(const GenerateOptions& opt) {
   gen.sampling.repetition_penalty = opt.repetition_penalty;
   gen.sampling.seed = opt.seed;
   gen.stop_token_ids = stop_tokens(*tokenizer);
+  gen.spec = spec;
 
   IncrementalDecoder decoder(*tokenizer);
   std::string full_text;
@@ -107,6 +111,11 @@ int run_generate(const GenerateOptions& opt) {
           {"prefill_tokens_per_second", result.prefill_tokens_per_second()},
           {"decode_tokens_per_second", result.decode_tokens_per_second()}}},
     };
+    if (gen.spec.enabled()) {
+      out["speculative"] = {{"draft_tokens", result.spec_draft_tokens},
+                            {"accepted_tokens", result.spec_accepted_tokens},
+                            {"decode_steps", result.decode_steps}};
+    }
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::printf("\n");
@@ -117,6 +126,14 @@ int run_generate(const GenerateOptions& opt) {
                  prompt_ids.size(), result.output_ids.size(), result.finish_reason.c_str(),
                  result.ttft_ms, result.prefill_tokens_per_second(),
                  result.decode_tokens_per_second(), rt.threads);
+    if (gen.spec.enabled()) {
+      const double rate = result.spec_draft_tokens > 0
+                              ? static_cast<double>(result.spec_accepted_tokens) / static_cast<double>(result.spec_draft_tokens)
+                              : 0.0;
+      std::fprintf(stderr, "speculative: %lld drafts, %lld accepted (%.2f), %lld decode steps\n",
+                   static_cast<long long>(result.spec_draft_tokens), static_cast<long long>(result.spec_accepted_tokens),
+                   rate, static_cast<long long>(result.decode_steps));
+    }
   }
   return 0;
 }
@@ -143,6 +160,7 @@ Command register_generate(CLI::App& app) {
       ->check(kPositive)->capture_default_str();
   app.add_option("--seed", opt->seed, "RNG seed (same seed, same tokens)")->check(kSeed);
   app.add_flag("--json", opt->json, "Print one JSON object instead of streaming text");
+  opt->spec.add_to(app);
   return [opt] { return run_generate(*opt); };
 }
 

@@ -20,6 +20,7 @@
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/runtime.h"
+#include "cli/spec_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kv/kv_budget.h"
@@ -57,6 +58,7 @@ struct ServeOptions {
   CLI::Option* max_num_seqs_option = nullptr;
   CLI::Option* max_batched_tokens_option = nullptr;
   CLI::Option* batch_size_option = nullptr;
+  SpecFlags spec;
 };
 
 // The chat template: --chat-template FILE, else the model's, else ChatML. Errors name the option.
@@ -88,6 +90,12 @@ int32_t kv_blocks_for(const Backend& backend, const ServeOptions& opt, int64_t c
   in.available_bytes = available_memory_bytes();
   in.physical_bytes = physical_memory_bytes();
   return kv_blocks_for_budget(in);
+}
+
+std::string spec_summary(const SpecDecodeOptions& spec) {
+  if (!spec.enabled()) return "speculative decoding off";
+  return "speculative decoding ngram " + std::to_string(spec.ngram_min) + ".." + std::to_string(spec.ngram_max) +
+         " x " + std::to_string(spec.draft_max) + " drafts";
 }
 
 void warm_up(Engine& engine, const Tokenizer& tokenizer) {
@@ -170,6 +178,7 @@ int run_serve(ServeOptions opt) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   check_configuration(opt);
+  const SpecDecodeOptions spec = opt.spec.resolve();  // a bad --speculative-config fails before loading
 
   const char* stage = "loading the model";
   try {
@@ -192,6 +201,7 @@ int run_serve(ServeOptions opt) {
     engine_options.prefix_caching = !opt.no_prefix_cache;
     engine_options.guard.enabled = !opt.no_output_guard;
     engine_options.thread_nice = kComputeNice;
+    engine_options.spec = spec;
     if (opt.server.response_cache_bytes > 0 && !backend->batch_invariant()) {
       throw Error("--response-cache-size: the " + backend->describe() +
                   " backend is not batch-invariant (a response depends on what else runs in its batch), so "
@@ -247,11 +257,12 @@ int run_serve(ServeOptions opt) {
     server.set_ready(true);
     std::fprintf(stderr,
                  "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks = %lld tokens, "
-                 "%.1f MiB, prefix cache %s, %d HTTP threads; backend %s)\n",
+                 "%.1f MiB, prefix cache %s, %s, %d HTTP threads; backend %s)\n",
                  model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
                  server.bound_port(), static_cast<long long>(engine.context_tokens()), backend->kv_blocks(),
                  static_cast<long long>(backend->kv_blocks()) * kKvBlockSize, backend->kv_allocated_bytes() / 1048576.0,
-                 engine_options.prefix_caching ? "on" : "off", opt.server.http_threads, backend->describe().c_str());
+                 engine_options.prefix_caching ? "on" : "off", spec_summary(engine_options.spec).c_str(),
+                 opt.server.http_threads, backend->describe().c_str());
     stage = "serving";
     if (!server.listen()) {
       engine.shutdown();
@@ -359,6 +370,7 @@ Command register_serve(CLI::App& app) {
       ->check(kPositive)->capture_default_str();
   app.add_option("--keepalive", opt->keepalive_s, "Seconds between SSE keep-alive comments")->check(kPositive)->capture_default_str();
   app.add_option("--shutdown-grace", opt->shutdown_grace_s, "Seconds in-flight requests may finish after SIGTERM")->check(kNonNegative)->capture_default_str();
+  opt->spec.add_to(app);
   return [opt] { return run_serve(*opt); };
 }
 

@@ -15,6 +15,7 @@ EngineOptions clamped(EngineOptions options, const Backend& backend) {
   options.max_batched_tokens = std::clamp<int64_t>(options.max_batched_tokens, 1, backend.limits().max_batch_tokens);
   options.max_num_seqs = static_cast<int32_t>(
       std::clamp<int64_t>(options.max_num_seqs, 1, std::min<int64_t>(options.max_batched_tokens, backend.limits().max_seqs)));
+  options.spec.draft_max = std::clamp(options.spec.draft_max, 0, kMaxDraftTokens);
   return options;
 }
 
@@ -153,6 +154,8 @@ EngineStats Engine::stats() const {
   s.mask_wait_seconds_total = mask_wait_s_pub_.load();
   s.mask_steps_total = mask_steps_pub_.load();
   s.mask_wait_max_seconds = mask_wait_max_s_pub_.load();
+  s.spec_draft_tokens_total = spec_draft_pub_.load();
+  s.spec_accepted_tokens_total = spec_accepted_pub_.load();
   return s;
 }
 
@@ -237,6 +240,8 @@ void Engine::publish_stats() {
   mask_wait_s_pub_.store(mask_wait_s_);
   mask_wait_max_s_pub_.store(mask_wait_max_s_);
   mask_steps_pub_.store(mask_steps_);
+  spec_draft_pub_.store(spec_draft_);
+  spec_accepted_pub_.store(spec_accepted_);
 }
 
 // Releases the sequence's blocks and takes it out of the scheduler; the final event follows.
@@ -269,6 +274,8 @@ void Engine::finish(EngineSequence& seq, const std::string& reason, const std::s
     const double ratio = std::clamp(static_cast<double>(seq.n_output()) / static_cast<double>(std::max<int64_t>(seq.request.max_tokens, 1)), 0.0, 1.0);
     output_ratio_ = output_ratio_ < 0 ? ratio : 0.875 * output_ratio_ + 0.125 * ratio;
   }
+  event.spec_draft_tokens = seq.n_spec_draft;
+  event.spec_accepted_tokens = seq.n_spec_accepted;
   // Free the blocks before telling the client: once it sees the end, the KV is back in the pool.
   retire(seq);
   seq.stream->push(std::move(event));
@@ -281,6 +288,8 @@ void Engine::fail(EngineSequence& seq, EngineErrorCode code, const std::string& 
   event.cached_tokens = std::max<int64_t>(seq.n_cached_prompt_tokens, 0);
   event.prefill_computed_tokens = seq.n_prefill_computed;
   event.preemptions = seq.n_preemptions;
+  event.spec_draft_tokens = seq.n_spec_draft;
+  event.spec_accepted_tokens = seq.n_spec_accepted;
   retire(seq);
   seq.stream->push(std::move(event));
 }

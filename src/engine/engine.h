@@ -25,6 +25,7 @@
 #include "engine/scheduler.h"
 #include "engine/mask_workers.h"
 #include "engine/step_costs.h"
+#include "engine/ngram_proposer.h"
 #include "engine/step_runner.h"
 #include "engine/ttft_predictor.h"
 #include "kv/block_manager.h"
@@ -45,6 +46,7 @@ struct EngineOptions {
   double prefill_slack = 0.5;        // a step with prefill next to decodes may take (1 + slack)
                                      // decode-only steps (engine/prefill_budget.h); 0: no cap
   int mask_threads = 2;              // workers computing structured-output masks during a step
+  SpecDecodeOptions spec;            // speculative decoding (n-gram prompt lookup); off by default
 };
 
 struct EngineStats {
@@ -73,6 +75,10 @@ struct EngineStats {
   double mask_wait_seconds_total = 0;
   int64_t mask_steps_total = 0;
   double mask_wait_max_seconds = 0;
+  // Speculative decoding: draft tokens verified, and of those accepted (vLLM's
+  // spec_decode num_draft_tokens / num_accepted_tokens).
+  int64_t spec_draft_tokens_total = 0;
+  int64_t spec_accepted_tokens_total = 0;
 };
 
 /// Outcome of try_submit: a stream to read, or why the request was turned away.
@@ -148,6 +154,11 @@ class Engine {
   void fail(EngineSequence& seq, EngineErrorCode code, const std::string& message);
   void retire(EngineSequence& seq);
   void emit_token(EngineSequence& seq, const StepOutput& out, int32_t row);
+  // Speculative decoding (engine_spec.cc): drafts for decoding sequences before schedule(); the
+  // grammar masks of a verify chunk's rows; emission of a verify chunk's accepted tokens.
+  void propose_drafts();
+  void fill_verify_masks(EngineSequence& seq, int32_t row, int64_t n_draft);
+  void emit_verified(EngineSequence& seq, const StepOutput& out, int32_t row, int64_t n_draft);
   bool token_is_blank(int32_t token);
   void publish_stats();
   void publish_load();  // the LoadSnapshot for load_snapshot()
@@ -177,6 +188,8 @@ class Engine {
   double mask_wait_s_ = 0, mask_wait_max_s_ = 0;
   int64_t mask_steps_ = 0;
   int64_t steps_ = 0;
+  int64_t spec_draft_ = 0, spec_accepted_ = 0;
+  std::vector<int32_t> verify_tokens_;  // a verify chunk's tokens + drafts (copied by StepRunner::add)
 
   std::atomic<int64_t> n_running_{0};
   std::atomic<int64_t> n_waiting_{0};
@@ -198,6 +211,7 @@ class Engine {
   std::atomic<int64_t> step_start_ns_{0};  // steady-clock ns at which the step in progress began
   StepCosts step_costs_;                   // engine thread only: learned step costs
   double output_ratio_ = -1;               // engine thread only: EMA of completion / max_tokens; < 0: none yet
+  std::atomic<int64_t> spec_draft_pub_{0}, spec_accepted_pub_{0};
   mutable std::mutex snapshot_mutex_;
   std::shared_ptr<const LoadSnapshot> snapshot_;  // guarded by snapshot_mutex_ (replaced, never modified)
   std::thread thread_;

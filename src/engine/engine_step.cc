@@ -67,6 +67,7 @@ void Engine::emit_token(EngineSequence& seq, const StepOutput& out, int32_t row)
 
 bool Engine::step() {
   const auto step_begin = SteadyClock::now();
+  propose_drafts();
   const auto& running = scheduler_.running();
   const auto n_decoding = std::count_if(running.begin(), running.end(), [](const SchedSequence* s) { return s->n_remaining() == 1; });
   scheduler_.set_prefill_limit_with_decode(prefill_budget_.tokens_with_decode(std::max<int64_t>(1, n_decoding)));
@@ -89,37 +90,58 @@ bool Engine::step() {
   }
   if (plan.chunks.empty()) return false;
   step_runner_.clear();
-  std::vector<std::pair<EngineSequence*, int32_t>> logits_owners;  // (sequence, its output row)
-  std::vector<std::pair<EngineSequence*, int32_t>> constrained;    // sequences needing a mask
+  struct RowOwner {
+    EngineSequence* seq;
+    int32_t row;      // its first output row
+    int64_t n_draft;  // drafts verified after it (rows row + 1 .. row + n_draft)
+  };
+  std::vector<RowOwner> logits_owners;
+  std::vector<RowOwner> constrained;  // sequences needing masks
   int64_t n_decode = 0;
   int64_t n_prefill = 0;
+  int64_t n_draft = 0;  // verified draft tokens (priced like prefill tokens: they run as a chunk)
   for (const ScheduledChunk& c : plan.chunks) {
     auto* seq = static_cast<EngineSequence*>(c.seq);
     // A decode token is the newest sampled token (past the prompt); everything else is prefill
     // (prompts, and the recompute of preempted sequences).
-    const bool is_decode = c.n == 1 && c.first >= seq->n_prompt && c.first + 1 == static_cast<int64_t>(seq->tokens.size());
-    (is_decode ? n_decode : n_prefill) += c.n;
+    const bool is_decode = c.n - c.n_draft == 1 && c.first >= seq->n_prompt &&
+                           c.first + 1 == static_cast<int64_t>(seq->tokens.size());
+    if (is_decode) {
+      n_decode += 1;
+      n_draft += c.n_draft;
+    } else {
+      n_prefill += c.n;
+    }
     StepSequence in;
     in.seq_id = seq->seq_id;
     in.tokens = seq->tokens;
+    if (c.n_draft > 0) {  // the verify chunk: the last token, then the drafts
+      verify_tokens_.assign(seq->tokens.begin(), seq->tokens.end());
+      verify_tokens_.insert(verify_tokens_.end(), seq->draft_tokens.begin(), seq->draft_tokens.begin() + c.n_draft);
+      in.tokens = verify_tokens_;
+    }
     in.n_prompt = seq->n_prompt;
     in.first = c.first;
     in.n = c.n;
     in.block_table = seq->block_table;
-    in.n_logits = c.needs_logits ? 1 : 0;
+    in.n_logits = c.needs_logits ? static_cast<int32_t>(1 + c.n_draft) : 0;
     in.sampling = &seq->sampling;
     in.mask_later = c.needs_logits && seq->matcher != nullptr;
-    const int32_t row = step_runner_.add(in);
-    if (c.needs_logits) logits_owners.emplace_back(seq, row);
-    if (in.mask_later) constrained.emplace_back(seq, row);
+    const int32_t row = step_runner_.add(in);  // copies the tokens: verify_tokens_ may be reused
+    if (c.needs_logits) logits_owners.push_back({seq, row, c.n_draft});
+    if (in.mask_later) constrained.push_back({seq, row, c.n_draft});
     if (c.first < seq->n_prompt) prefill_computed_ += std::min(c.first + c.n, seq->n_prompt) - c.first;
   }
   // Masks are written between launch and wait (the backend reads them when it samples): the
   // workers start first, so they overlap the CPU backend's forward pass inside launch() too.
   if (!constrained.empty()) {
     mask_workers_.start(static_cast<int>(constrained.size()), [this, &constrained](int i) {
-      const auto& [seq, row] = constrained[static_cast<size_t>(i)];
-      seq->matcher->fill_next_token_bitmask(step_runner_.mask_row(row).data());
+      const RowOwner& o = constrained[static_cast<size_t>(i)];
+      if (o.n_draft > 0) {
+        fill_verify_masks(*o.seq, o.row, o.n_draft);
+      } else {
+        o.seq->matcher->fill_next_token_bitmask(step_runner_.mask_row(o.row).data());
+      }
     });
   }
   try {
@@ -144,11 +166,19 @@ bool Engine::step() {
   const StepOutput& out = step_runner_.wait();
   if (mask_error) std::rethrow_exception(mask_error);
   // The process's first step (the warm-up's) touches every weight page for the first time: ~100x
-  // a later step of its size, so it is not learned from (here nor in step_costs_ below).
-  if (steps_ > 0) prefill_budget_.record(n_decode, n_prefill, step_runner_.last_forward_seconds());
+  // a later step of its size, so it is not learned from (here nor in step_costs_ below). Verified
+  // draft tokens run in the same chunked forward as prefill tokens and are priced alike (here and
+  // in step_costs_).
+  if (steps_ > 0) prefill_budget_.record(n_decode, n_prefill + n_draft, step_runner_.last_forward_seconds());
   scheduler_.commit(plan);
   const auto output_start = SteadyClock::now();
-  for (const auto& [seq, row] : logits_owners) emit_token(*seq, out, row);
+  for (const RowOwner& o : logits_owners) {
+    if (o.n_draft > 0) {
+      emit_verified(*o.seq, out, o.row, o.n_draft);
+    } else {
+      emit_token(*o.seq, out, o.row);
+    }
+  }
   const auto step_end = SteadyClock::now();
   forward_s_ += step_runner_.last_forward_seconds();
   output_s_ += std::chrono::duration<double>(step_end - output_start).count();
@@ -157,7 +187,7 @@ bool Engine::step() {
   // and other prefill tokens.
   if (steps_ > 0) {
     const auto logits_rows = static_cast<int64_t>(logits_owners.size());
-    step_costs_.record(logits_rows, n_prefill - (logits_rows - n_decode),
+    step_costs_.record(logits_rows, n_prefill - (logits_rows - n_decode) + n_draft,
                        std::chrono::duration<double>(step_end - step_begin).count());
   }
   ++steps_;

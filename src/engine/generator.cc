@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/sequence_runner.h"
+#include "sampling/rejection_sampler.h"
 #include "kv/kv_types.h"
 
 namespace qs {
@@ -56,20 +57,50 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
   result.prefill_ms = ms_since(start);
 
   auto decode_start = Clock::now();
-  for (int64_t step = 0; step < max_new; ++step) {
-    if (step > 0) token = sequence.append(std::span<const int32_t>(&result.output_ids.back(), 1), &sampling);
+  std::vector<int32_t> history(prompt_ids);  // prompt + output: the n-gram drafts' source
+  // Takes one sampled token; true when generation ends with it.
+  const auto emit = [&](int32_t t) {
     if (!greedy) ++sampling.draws;
-    result.output_ids.push_back(token);
-    if (step == 0) {
+    result.output_ids.push_back(t);
+    history.push_back(t);
+    if (result.output_ids.size() == 1) {
       result.ttft_ms = ms_since(start);
       decode_start = Clock::now();
     }
-    on_token(token);
-    if (std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), token) !=
-        options.stop_token_ids.end()) {
+    on_token(t);
+    if (std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), t) != options.stop_token_ids.end()) {
       result.finish_reason = "stop";
-      break;
+      return true;
     }
+    return static_cast<int64_t>(result.output_ids.size()) >= max_new;
+  };
+  const int64_t max_batch = backend_.limits().max_batch_tokens;
+  std::vector<int32_t> drafts;
+  std::vector<int32_t> sampled;
+  bool done = max_new < 1 || emit(token);
+  while (!done) {
+    // Drafts: never past max_tokens (the token after them is sampled too) or the context.
+    const int64_t room = std::min({max_new - static_cast<int64_t>(result.output_ids.size()) - 1,
+                                   context - sequence.n_tokens() - 1, max_batch - 1});
+    drafts.clear();
+    if (options.spec.enabled() && room >= 1) {
+      propose_ngram(history, options.spec.ngram_max, options.spec.ngram_min,
+                    static_cast<int32_t>(std::min<int64_t>(options.spec.draft_max, room)), drafts);
+    }
+    ++result.decode_steps;
+    if (drafts.empty()) {
+      token = sequence.append(std::span<const int32_t>(&result.output_ids.back(), 1), &sampling);
+      done = emit(token);
+      continue;
+    }
+    const int64_t computed = sequence.n_tokens();
+    const std::span<const int32_t> rows = sequence.verify(result.output_ids.back(), drafts, &sampling);
+    sampled.assign(rows.begin(), rows.end());
+    const int32_t accepted = count_accepted(drafts, sampled);
+    sequence.truncate(computed + 1 + accepted);  // the last token and the accepted drafts
+    result.spec_draft_tokens += static_cast<int64_t>(drafts.size());
+    result.spec_accepted_tokens += accepted;
+    for (int32_t j = 0; j <= accepted && !done; ++j) done = emit(sampled[static_cast<size_t>(j)]);
   }
   if (result.finish_reason.empty()) result.finish_reason = "length";
   result.decode_ms = result.output_ids.size() > 1 ? ms_since(decode_start) : 0.0;

@@ -1,5 +1,7 @@
 // Single-sequence generation through the step runner (engine/sequence_runner.h): chunked prefill
-// of the prompt, then one token per decode step, until a stop token or max_tokens. Used by
+// of the prompt, then one token per decode step, until a stop token or max_tokens. With
+// speculative decoding (options.spec) a decode step verifies the n-gram drafts of the tokens so
+// far in one step and keeps the accepted ones (sampling/rejection_sampler.h). Used by
 // `qwenserve generate`; the serving engine's scheduler generalises this to many sequences.
 #pragma once
 
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/ngram_proposer.h"
 #include "sampling/sampling_params.h"
 
 namespace qs {
@@ -17,6 +20,7 @@ struct GenerationOptions {
   int32_t max_tokens = 256;                 // generated tokens at most
   SamplingParams sampling;
   std::vector<int32_t> stop_token_ids;      // generation ends after emitting one of these
+  SpecDecodeOptions spec;                   // speculative decoding (off by default)
 };
 
 struct GenerationResult {
@@ -26,6 +30,9 @@ struct GenerationResult {
   double ttft_ms = 0;                       // start of prefill -> first token sampled
   double prefill_ms = 0;                    // forward passes over the prompt
   double decode_ms = 0;                     // forward passes + sampling after the first token
+  int64_t decode_steps = 0;                 // forward steps after the first token
+  int64_t spec_draft_tokens = 0;            // speculative decoding: drafts verified
+  int64_t spec_accepted_tokens = 0;         // of those, accepted
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;  // (output tokens - 1) / decode time
 };

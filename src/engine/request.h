@@ -74,6 +74,8 @@ struct EngineEvent {
   int64_t cached_tokens = 0;             // prompt tokens whose KV came from the prefix cache
   int64_t prefill_computed_tokens = 0;   // prompt tokens actually computed (recomputes included)
   int64_t preemptions = 0;               // times the sequence was preempted and recomputed
+  int64_t spec_draft_tokens = 0;         // speculative decoding: draft tokens verified
+  int64_t spec_accepted_tokens = 0;      // of those, accepted
 };
 
 /// Single-producer (engine) / single-consumer (HTTP thread) event channel with a cancel flag.

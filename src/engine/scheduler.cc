@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 
@@ -44,6 +45,7 @@ void Scheduler::release_blocks(SchedSequence& seq) {
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) blocks_.release(*it);
   seq.block_table.clear();
   seq.block_keys.clear();
+  seq.draft_tokens.clear();
   seq.n_computed = 0;
 }
 
@@ -96,8 +98,12 @@ SchedulerStep Scheduler::schedule() {
       ok = grow_blocks(*seq, static_cast<int64_t>(seq->tokens.size()));
     }
     if (!ok) break;  // `seq` was the newest and preempted itself
-    step.chunks.push_back({seq, seq->n_computed, 1, true});
-    --budget;
+    // Drafts ride along when the budget and free blocks allow; they never preempt.
+    auto n_draft = std::min<int64_t>(static_cast<int64_t>(seq->draft_tokens.size()), budget - 1);
+    while (n_draft > 0 && !grow_blocks(*seq, static_cast<int64_t>(seq->tokens.size()) + n_draft)) --n_draft;
+    seq->draft_tokens.resize(static_cast<size_t>(n_draft));
+    step.chunks.push_back({seq, seq->n_computed, 1 + n_draft, true, n_draft});
+    budget -= 1 + n_draft;
   }
   // Prefill next to decodes is capped (set_prefill_limit_with_decode) so streams keep their ITL.
   int64_t prefill_budget = budget;
@@ -128,15 +134,31 @@ SchedulerStep Scheduler::schedule() {
 void Scheduler::commit(const SchedulerStep& step) {
   for (const ScheduledChunk& c : step.chunks) {
     SchedSequence& seq = *c.seq;
-    seq.n_computed = c.first + c.n;
+    seq.n_computed = c.first + c.n - c.n_draft;
     if (c.first < seq.n_prompt) seq.n_prefill_computed += std::min(c.first + c.n, seq.n_prompt) - c.first;
-    const int64_t n_full = seq.n_computed / kKvBlockSize;
-    while (static_cast<int64_t>(seq.block_keys.size()) < n_full) {
-      const size_t b = seq.block_keys.size();
-      const uint64_t parent = b == 0 ? kRootBlockKey : seq.block_keys[b - 1];
-      const std::span<const int32_t> block_tokens(seq.tokens.data() + b * kKvBlockSize, kKvBlockSize);
-      seq.block_keys.push_back(blocks_.commit_full_block(seq.block_table[b], parent, block_tokens));
-    }
+    index_full_blocks(seq);
+  }
+}
+
+void Scheduler::accept_drafts(SchedSequence& seq, int64_t n_accepted) {
+  // The accepted drafts and the token sampled after them are in seq.tokens: n_computed + 1 +
+  // n_accepted tokens, of which all but the last have their KV in the cache.
+  if (n_accepted < 0 || seq.n_computed + n_accepted >= static_cast<int64_t>(seq.tokens.size())) {
+    throw Error("Scheduler::accept_drafts: " + std::to_string(n_accepted) + " accepted drafts for a sequence of " +
+                std::to_string(seq.tokens.size()) + " tokens with " + std::to_string(seq.n_computed) + " computed");
+  }
+  seq.n_computed += n_accepted;
+  seq.draft_tokens.clear();
+  index_full_blocks(seq);
+}
+
+void Scheduler::index_full_blocks(SchedSequence& seq) {
+  const int64_t n_full = seq.n_computed / kKvBlockSize;
+  while (static_cast<int64_t>(seq.block_keys.size()) < n_full) {
+    const size_t b = seq.block_keys.size();
+    const uint64_t parent = b == 0 ? kRootBlockKey : seq.block_keys[b - 1];
+    const std::span<const int32_t> block_tokens(seq.tokens.data() + b * kKvBlockSize, kKvBlockSize);
+    seq.block_keys.push_back(blocks_.commit_full_block(seq.block_table[b], parent, block_tokens));
   }
 }
 

@@ -1,7 +1,9 @@
 // The scheduler: which sequences run this step, which tokens of each, and whose KV blocks go.
 //
 // Bookkeeping only (token counts and block ids), unit-testable without a model. One step:
-//   1. decode: every running sequence with one token left to compute (oldest first) gets it;
+//   1. decode: every running sequence with one token left to compute (oldest first) gets it,
+//      followed by its draft tokens (speculative decoding: SchedSequence::draft_tokens, trimmed
+//      to the token budget and to the free blocks; drafts never preempt anyone);
 //      when its block table must grow and no block is left, the newest running sequence is
 //      preempted (vLLM's recompute preemption: its blocks are released, it returns to the front
 //      of the waiting queue, and on readmission prompt + generated tokens are prefilled again);
@@ -12,7 +14,9 @@
 //      at least one token is always computed so the step yields logits.
 // Blocks are allocated lazily: a sequence holds blocks for the tokens it has, never for
 // max_tokens in advance. After the forward, commit() advances the sequences and indexes newly
-// full blocks in the prefix cache.
+// full blocks in the prefix cache; a decode chunk's drafts count only once the engine accepted
+// them (accept_drafts()), so a block is never published with unaccepted tokens, and the KV rows
+// of rejected drafts lie past n_computed, to be overwritten by later steps.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +41,9 @@ struct SchedSequence {
   int64_t n_preemptions = 0;
   bool admitted_once = false;
   int32_t priority = 0;                 // queue order: lower is sooner, ties FIFO (vLLM's priority)
+  // Speculative decoding: tokens proposed to follow `tokens` (set by the engine before
+  // schedule(), which trims them to what the step can carry; not part of `tokens` until accepted).
+  std::vector<int32_t> draft_tokens;
 
   int64_t n_remaining() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
 };
@@ -47,12 +54,15 @@ struct SchedulerOptions {
 };
 
 /// Tokens [first, first + n) of `seq` are computed this step; logits when the chunk reaches the
-/// end of the sequence's tokens.
+/// end of the sequence's tokens. A decode chunk with n_draft > 0 covers the last token and the
+/// first n_draft of seq->draft_tokens (n = 1 + n_draft, positions first .. first + n_draft) and
+/// wants n logits rows.
 struct ScheduledChunk {
   SchedSequence* seq = nullptr;
   int64_t first = 0;
   int64_t n = 0;
   bool needs_logits = false;
+  int64_t n_draft = 0;
 };
 
 struct SchedulerStep {
@@ -75,8 +85,13 @@ class Scheduler {
   void remove(SchedSequence* seq);
   /// Plans one step (see the file comment). Preemption and admission happen here.
   SchedulerStep schedule();
-  /// Marks the step's chunks computed and indexes the newly full blocks in the prefix cache.
+  /// Marks the step's chunks computed (a decode chunk's drafts excluded) and indexes the newly
+  /// full blocks in the prefix cache.
   void commit(const SchedulerStep& step);
+  /// After commit(): `n_accepted` drafts of `seq`'s decode chunk were accepted and appended to
+  /// seq.tokens (with the token sampled after them), so their KV counts as computed; indexes the
+  /// blocks that became full. Throws qs::Error when n_accepted exceeds the tokens appended.
+  void accept_drafts(SchedSequence& seq, int64_t n_accepted);
 
   const std::deque<SchedSequence*>& waiting() const { return waiting_; }
   const std::vector<SchedSequence*>& running() const { return running_; }
@@ -90,6 +105,7 @@ class Scheduler {
   void preempt(SchedSequence* seq, SchedulerStep& step);
   bool try_admit(SchedSequence& seq);
   void release_blocks(SchedSequence& seq);
+  void index_full_blocks(SchedSequence& seq);
 
   BlockManager& blocks_;
   SchedulerOptions options_;

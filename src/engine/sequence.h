@@ -65,6 +65,9 @@ struct EngineSequence : SchedSequence {
   // Structured output (request.grammar): advanced once per sampled token in emit_token, never by
   // a recompute after preemption (the recomputed tokens were accepted when first sampled).
   std::unique_ptr<constrained::GrammarMatcher> matcher;
+  // Speculative decoding: draft tokens verified for this sequence, and of those accepted.
+  int64_t n_spec_draft = 0;
+  int64_t n_spec_accepted = 0;
 };
 
 }  // namespace qs

@@ -73,4 +73,40 @@ int32_t SequenceRunner::append(std::span<const int32_t> tokens, SequenceSampling
   return sampled;
 }
 
+std::span<const int32_t> SequenceRunner::verify(int32_t token, std::span<const int32_t> drafts,
+                                                SequenceSampling* sampling) {
+  const int64_t first = n_tokens();
+  const auto n = static_cast<int64_t>(drafts.size()) + 1;
+  if (first == 0) throw Error("verify: the sequence has no prompt yet");
+  if (n > backend_.limits().max_batch_tokens) {
+    throw Error("verify: " + std::to_string(n) + " tokens exceed the batch of " +
+                std::to_string(backend_.limits().max_batch_tokens) + " tokens");
+  }
+  grow(first + n);
+  tokens_.push_back(token);
+  tokens_.insert(tokens_.end(), drafts.begin(), drafts.end());
+  StepSequence in;
+  in.seq_id = 1;
+  in.tokens = tokens_;
+  in.n_prompt = n_prompt_;
+  in.first = first;
+  in.n = n;
+  in.block_table = block_table_;
+  in.n_logits = static_cast<int32_t>(n);
+  in.sampling = sampling;
+  runner_.clear();
+  runner_.add(in);
+  const StepOutput& out = runner_.run();
+  sampled_.assign(out.sampled.begin(), out.sampled.end());
+  return sampled_;
+}
+
+void SequenceRunner::truncate(int64_t n_tokens) {
+  if (n_tokens > this->n_tokens() || n_tokens < n_prompt_) {
+    throw Error("truncate: " + std::to_string(n_tokens) + " tokens asked, the sequence has " +
+                std::to_string(this->n_tokens()) + " (prompt " + std::to_string(n_prompt_) + ")");
+  }
+  tokens_.resize(static_cast<size_t>(n_tokens));
+}
+
 }  // namespace qs

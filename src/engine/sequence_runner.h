@@ -34,6 +34,17 @@ class SequenceRunner {
   int32_t append(std::span<const int32_t> tokens, SequenceSampling* sampling, bool all_logits = false,
                  std::vector<float>* logits_out = nullptr);
 
+  /// Speculative verification: appends `token` (the last sampled one) and `drafts` [k] and
+  /// computes them in one step with k + 1 sampled rows, row j sampling the token after drafts
+  /// 0..j-1 (RNG draws sampling->draws + j). Returns the sampled ids [k + 1] (valid until the
+  /// next call); keep the accepted prefix with truncate(). Throws qs::Error like append(), and
+  /// when 1 + k exceeds the backend's max_batch_tokens.
+  std::span<const int32_t> verify(int32_t token, std::span<const int32_t> drafts, SequenceSampling* sampling);
+  /// Forgets the tokens past the first `n_tokens` (rejected drafts). Their KV rows are simply
+  /// overwritten by later steps; the blocks stay with the sequence. Throws qs::Error when
+  /// n_tokens exceeds n_tokens() or cuts into the prompt.
+  void truncate(int64_t n_tokens);
+
  private:
   void grow(int64_t n_tokens);
 
@@ -43,6 +54,7 @@ class SequenceRunner {
   std::vector<int32_t> tokens_;
   int64_t n_prompt_ = 0;  // tokens of the first append after reset(): the prompt
   std::vector<int32_t> block_table_;
+  std::vector<int32_t> sampled_;  // verify()'s result
 };
 
 }  // namespace qs

@@ -63,8 +63,10 @@ int32_t StepRunner::add(const StepSequence& seq) {
     base.mask_row = static_cast<int32_t>(sampling_.allowed_mask.size() / sampling_.mask_words());
     sampling_.allowed_mask.insert(sampling_.allowed_mask.end(), seq.allowed_mask.begin(), seq.allowed_mask.end());
   } else if (seq.mask_later) {
+    // One row per logits row: verified draft positions each get the grammar state they reach.
     base.mask_row = static_cast<int32_t>(sampling_.allowed_mask.size() / sampling_.mask_words());
-    sampling_.allowed_mask.resize(sampling_.allowed_mask.size() + static_cast<size_t>(sampling_.mask_words()), ~0u);
+    sampling_.allowed_mask.resize(
+        sampling_.allowed_mask.size() + static_cast<size_t>(seq.n_logits) * static_cast<size_t>(sampling_.mask_words()), ~0u);
   }
   for (int32_t j = 0; j < seq.n_logits; ++j) {
     SamplingRow row = base;
@@ -82,6 +84,7 @@ int32_t StepRunner::add(const StepSequence& seq) {
       row.output_len = history_end - n_prompt;
     }
     if (!greedy) row.draws += static_cast<uint64_t>(j);
+    if (seq.mask_later && seq.allowed_mask.empty()) row.mask_row = base.mask_row + j;
     sampling_.rows.push_back(row);
   }
   return first_row;
@@ -104,9 +107,9 @@ const StepOutput& StepRunner::wait() {
   return output_;
 }
 
-std::span<uint32_t> StepRunner::mask_row(int32_t first_row) {
-  if (first_row < 0 || first_row >= static_cast<int32_t>(sampling_.rows.size())) return {};
-  const int32_t m = sampling_.rows[static_cast<size_t>(first_row)].mask_row;
+std::span<uint32_t> StepRunner::mask_row(int32_t row) {
+  if (row < 0 || row >= static_cast<int32_t>(sampling_.rows.size())) return {};
+  const int32_t m = sampling_.rows[static_cast<size_t>(row)].mask_row;
   if (m < 0) return {};
   const auto words = static_cast<size_t>(sampling_.mask_words());
   return {sampling_.allowed_mask.data() + static_cast<size_t>(m) * words, words};

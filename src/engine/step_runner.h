@@ -35,13 +35,16 @@ struct StepSequence {
   int64_t first = 0;                          // compute tokens [first, first + n)
   int64_t n = 0;
   std::span<const int32_t> block_table;       // KV block ids in position order, covering first + n
-  int32_t n_logits = 0;                       // logits rows for the last n_logits tokens (0, 1, k)
+  int32_t n_logits = 0;                       // logits rows for the last n_logits tokens (0, 1, or
+                                              // 1 + k for a decode token and k verified drafts)
   const SequenceSampling* sampling = nullptr; // null: greedy, no logprobs
   bool want_logits = false;                   // return the raw logits rows too
   std::span<const uint32_t> allowed_mask;     // empty, or [ceil(vocab_rows / 32)] u32 for every row
-  // Reserve a mask row (all tokens allowed until written) that the caller fills through
-  // mask_row() between launch() and wait(), e.g. a grammar matcher on a worker thread while the
-  // forward pass runs. Ignored when allowed_mask is given or n_logits == 0.
+  // Reserve one mask row per logits row (all tokens allowed until written) that the caller fills
+  // through mask_row(first_row + j) between launch() and wait(), e.g. a grammar matcher on a
+  // worker thread while the forward pass runs (row j of a speculative verify: the state after
+  // the first j drafts). Ignored when allowed_mask is given (then shared by every row) or
+  // n_logits == 0.
   bool mask_later = false;
 };
 
@@ -65,10 +68,10 @@ class StepRunner {
   void launch();
   /// Finishes the step (Backend::wait: sampling reads the masks) and returns its output.
   const StepOutput& wait();
-  /// The writable mask row [mask_words()] u32 of the sequence whose first logits row is
-  /// `first_row` (add()'s result), when it was added with mask_later; empty span otherwise.
+  /// The writable mask row [mask_words()] u32 of logits row `row` (add()'s result + j for the
+  /// j-th row of a sequence), when it was added with mask_later; empty span otherwise.
   /// Valid until the next clear() / add().
-  std::span<uint32_t> mask_row(int32_t first_row);
+  std::span<uint32_t> mask_row(int32_t row);
   int32_t mask_words() const { return sampling_.mask_words(); }
   /// Wall time of the last run()'s Backend::forward, seconds.
   double last_forward_seconds() const { return last_forward_s_; }

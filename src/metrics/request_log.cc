@@ -57,6 +57,12 @@ std::string request_log_line(const RequestRecord& record, std::chrono::system_cl
       {"cached_tokens", record.cached_tokens},
       {"prefill_computed_tokens", record.prefill_computed_tokens},
       {"preemptions", record.preemptions},
+      {"spec_draft_tokens", record.spec_draft_tokens},
+      {"spec_accepted_tokens", record.spec_accepted_tokens},
+      {"spec_acceptance_rate", record.spec_draft_tokens > 0
+                                   ? nlohmann::ordered_json(static_cast<double>(record.spec_accepted_tokens) /
+                                                            static_cast<double>(record.spec_draft_tokens))
+                                   : nlohmann::ordered_json(nullptr)},
       {"prefill_ms", record.prefill_ms},
       {"decode_ms", record.decode_ms},
       {"predicted_ttft_ms", or_null(record.predicted_ttft_ms)},

@@ -35,6 +35,8 @@ struct RequestRecord {
   std::int64_t cached_tokens = 0;          ///< prompt tokens served from the prefix cache
   std::int64_t prefill_computed_tokens = 0;  ///< prompt tokens actually computed (all choices)
   std::int64_t preemptions = 0;            ///< times a choice was preempted and recomputed
+  std::int64_t spec_draft_tokens = 0;      ///< speculative decoding: draft tokens verified (all choices)
+  std::int64_t spec_accepted_tokens = 0;   ///< of those, accepted
   // Latency breakdown (issue 12): prefill_ms = admitted -> first token (ttft_ms - queue_ms),
   // decode_ms = first -> last token.
   double prefill_ms = 0.0;

@@ -112,6 +112,10 @@ ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_op
                                                      "Prompt tokens actually computed (recomputes included).")),
       preemptions_(registry_.add_counter("qwenserve_num_preemptions_total",
                                          "Times a running sequence was preempted (recomputed later).")),
+      spec_draft_tokens_(registry_.add_counter("qwenserve_spec_draft_tokens_total",
+                                               "Speculative decoding: draft tokens verified.")),
+      spec_accepted_tokens_(registry_.add_counter("qwenserve_spec_accepted_tokens_total",
+                                                  "Speculative decoding: draft tokens accepted.")),
       slo_requests_(registry_.add_labeled_counter("qwenserve_slo_requests_total",
                                                   "Successful requests against the configured SLOs (ttft: TTFT <= SLO; "
                                                   "itl: mean inter-token latency <= SLO).",
@@ -169,6 +173,8 @@ void ServerMetrics::record_request(const RequestRecord& record) {
   prefix_cache_hits_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.cached_tokens, 0)));
   prefill_computed_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.prefill_computed_tokens, 0)));
   preemptions_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.preemptions, 0)));
+  spec_draft_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.spec_draft_tokens, 0)));
+  spec_accepted_tokens_.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(record.spec_accepted_tokens, 0)));
   generation_requests_.fetch_add(1, std::memory_order_relaxed);
   if (!record.cache.empty()) response_cache_requests_.with(record.cache).inc();
   if (record.degraded) degraded_requests_.inc();

@@ -11,7 +11,9 @@
 //              qwenserve_admission_rejections_total, qwenserve_prefix_cache_queries_total and
 //              qwenserve_prefix_cache_hits_total (prompt tokens looked up / served from the prefix
 //              cache, as vLLM's), qwenserve_prefill_computed_tokens_total (prompt tokens actually
-//              computed), qwenserve_num_preemptions_total
+//              computed), qwenserve_num_preemptions_total, qwenserve_spec_draft_tokens_total and
+//              qwenserve_spec_accepted_tokens_total (speculative decoding: draft tokens verified /
+//              accepted, as vLLM's spec_decode_num_draft_tokens / num_accepted_tokens)
 //   gauges     qwenserve_num_requests_running, qwenserve_num_requests_waiting,
 //              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use),
 //              qwenserve_cache_config_info{block_size,num_gpu_blocks} 1 (KV geometry, when known)
@@ -78,7 +80,7 @@ class ServerMetrics {
   /// TTFT prediction error when both are known.
   /// Counts the response in http_requests_total{status} and its tokens in prompt/generation
   /// tokens_total, prefix-cache queries (prompt_tokens) and hits (cached_tokens), computed
-  /// prefill tokens and preemptions (work done even if the request then failed). When record.succeeded(), also
+  /// prefill tokens, preemptions and draft / accepted tokens (work done even if the request then failed). When record.succeeded(), also
   /// request_success_total{finished_reason} ("unknown" when empty), the four latency histograms
   /// (ms converted to seconds; every ITL gap is one observation) and the rolling windows.
   void record_request(const RequestRecord& record);
@@ -140,6 +142,8 @@ class ServerMetrics {
   Counter& prefix_cache_hits_;
   Counter& prefill_computed_tokens_;
   Counter& preemptions_;
+  Counter& spec_draft_tokens_;
+  Counter& spec_accepted_tokens_;
   LabeledCounter& slo_requests_;
   Gauge& slo_ttft_seconds_;
   Gauge& slo_itl_seconds_;

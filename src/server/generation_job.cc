@@ -47,6 +47,8 @@ metrics::RequestRecord make_record(const GenerationJob& job, const std::vector<C
     if (r.stop_cause.empty()) r.stop_cause = c.stop_cause;
     r.prefill_computed_tokens += c.prefill_computed_tokens;
     r.preemptions += c.preemptions;
+    r.spec_draft_tokens += c.spec_draft_tokens;
+    r.spec_accepted_tokens += c.spec_accepted_tokens;
   }
   if (!choices.empty()) r.cached_tokens = choices.front().cached_tokens;
   r.queue_ms = queue_ms;
@@ -148,6 +150,8 @@ void ChoiceState::apply(const EngineEvent& event) {
   cached_tokens = event.cached_tokens;
   prefill_computed_tokens = event.prefill_computed_tokens;
   preemptions = event.preemptions;
+  spec_draft_tokens = event.spec_draft_tokens;
+  spec_accepted_tokens = event.spec_accepted_tokens;
   done = true;
   if (event.kind == EngineEvent::Kind::kFinished) {
     finish_reason = event.finish_reason;

@@ -35,6 +35,8 @@ struct ChoiceState {
   int64_t cached_tokens = 0;             // prompt tokens served from the prefix cache
   int64_t prefill_computed_tokens = 0;   // prompt tokens actually computed
   int64_t preemptions = 0;
+  int64_t spec_draft_tokens = 0;         // speculative decoding: drafts verified / accepted
+  int64_t spec_accepted_tokens = 0;
   std::string stop_cause;                // why it ended (engine's stop_cause)
   EngineErrorCode error_code = EngineErrorCode::kNone;
   std::deque<EngineEvent> pending;       // events read before the response started, to replay

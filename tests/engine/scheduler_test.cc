@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "core/error.h"
 #include "engine/scheduler.h"
 
 namespace qs {
@@ -191,6 +192,83 @@ TEST(Scheduler, NewcomerOfASoonerClassDoesNotPassAPreemptedSequence) {
   sched.add(&urgent);
   EXPECT_EQ(sched.waiting().front(), &preempted);
   EXPECT_EQ(sched.waiting().back(), &urgent);
+}
+
+// Speculative decoding: a decode chunk carries the drafts the budget and free blocks allow; only
+// accepted drafts count as computed and reach the prefix cache.
+TEST(Scheduler, DraftsRideWithTheDecodeTokenWithinTheBudget) {
+  BlockManager blocks(64, true);
+  Scheduler sched(blocks, {4, 16});
+  SchedSequence a = make_seq(15);
+  sched.add(&a);
+  finish_step(sched, sched.schedule());  // prefill 15 (logits) -> 16 tokens, 15 computed
+  a.draft_tokens = {1, 2, 3, 4, 5};
+  const SchedulerStep s = sched.schedule();
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].first, 15);
+  EXPECT_EQ(s.chunks[0].n, 6);  // the last token + 5 drafts
+  EXPECT_EQ(s.chunks[0].n_draft, 5);
+  EXPECT_EQ(a.block_table.size(), 2u);  // positions up to 20
+  sched.commit(s);
+  EXPECT_EQ(a.n_computed, 16);  // the drafts are not computed until accepted
+  EXPECT_EQ(blocks.n_indexed(), 1);
+  for (int32_t t : {1, 2, 42}) a.tokens.push_back(t);  // 2 drafts accepted, then a correction
+  sched.accept_drafts(a, 2);
+  EXPECT_EQ(a.n_computed, 18);
+  EXPECT_EQ(a.n_remaining(), 1);
+  EXPECT_TRUE(a.draft_tokens.empty());
+  EXPECT_THROW(sched.accept_drafts(a, 1), Error);  // nothing more was appended
+}
+
+TEST(Scheduler, DraftsAreTrimmedToTheTokenBudgetAndTheFreeBlocks) {
+  BlockManager blocks(1, true);  // one block: 16 positions
+  Scheduler sched(blocks, {4, 6});
+  SchedSequence a = make_seq(6);
+  sched.add(&a);
+  finish_step(sched, sched.schedule());  // 7 tokens, 6 computed
+  a.draft_tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  SchedulerStep s = sched.schedule();
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].n_draft, 5);  // budget 6 = 1 + 5
+  EXPECT_EQ(a.draft_tokens.size(), 5u);
+  sched.commit(s);
+  a.tokens.push_back(9);  // every draft rejected
+  sched.accept_drafts(a, 0);
+  a.draft_tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  // 8 tokens now: the one block holds positions up to 15, room for 8 drafts; the budget allows 5.
+  s = sched.schedule();
+  EXPECT_EQ(s.chunks[0].n_draft, 5);
+  EXPECT_TRUE(s.preempted.empty());
+  sched.commit(s);
+  for (int32_t t : {1, 2, 3, 4, 5, 10}) a.tokens.push_back(t);  // all 5 accepted, then 10
+  sched.accept_drafts(a, 5);
+  EXPECT_EQ(a.n_computed, 13);
+  a.draft_tokens = {1, 2, 3, 4, 5};
+  s = sched.schedule();  // 14 tokens: positions 13..15 fit the block, so 2 drafts; no preemption
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].n_draft, 2);
+  EXPECT_TRUE(s.preempted.empty());
+}
+
+TEST(Scheduler, RejectedDraftsNeverReachThePrefixCache) {
+  BlockManager blocks(8, true);
+  Scheduler sched(blocks, {4, 32});
+  SchedSequence a = make_seq(14);
+  sched.add(&a);
+  finish_step(sched, sched.schedule(), 7);  // 15 tokens (0..13, 7), 14 computed
+  a.draft_tokens = {100, 101, 102, 103};    // would fill block 0 if they counted
+  SchedulerStep s = sched.schedule();
+  sched.commit(s);
+  EXPECT_EQ(blocks.n_indexed(), 0);
+  a.tokens.push_back(55);  // the first draft is rejected: 55 sampled instead
+  sched.accept_drafts(a, 0);
+  EXPECT_EQ(blocks.n_indexed(), 0);
+  finish_step(sched, sched.schedule(), 56);  // plain decode of 55: block 0 is full now
+  EXPECT_EQ(blocks.n_indexed(), 1);
+  std::vector<int32_t> with_draft(a.tokens.begin(), a.tokens.begin() + 15);
+  with_draft.push_back(100);
+  EXPECT_EQ(blocks.match_prefix(with_draft, 1).blocks.size(), 0u);
+  EXPECT_EQ(blocks.match_prefix(std::span<const int32_t>(a.tokens.data(), 16), 1).blocks.size(), 1u);
 }
 
 }  // namespace

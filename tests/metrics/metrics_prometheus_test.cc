@@ -522,6 +522,8 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
       {"qwenserve_prefix_cache_hits_total", "counter"},
       {"qwenserve_prefill_computed_tokens_total", "counter"},
       {"qwenserve_num_preemptions_total", "counter"},
+      {"qwenserve_spec_draft_tokens_total", "counter"},
+      {"qwenserve_spec_accepted_tokens_total", "counter"},
       {"qwenserve_slo_requests_total", "counter"},
       {"qwenserve_slo_ttft_seconds", "gauge"},
       {"qwenserve_slo_itl_seconds", "gauge"},

@@ -28,6 +28,8 @@ RequestRecord full_record() {
   r.temperature = 0.7;
   r.top_p = 0.9;
   r.max_tokens = 5;
+  r.spec_draft_tokens = 8;
+  r.spec_accepted_tokens = 2;
   return r;
 }
 
@@ -62,6 +64,7 @@ TEST(MetricsRequestLog, LineHasEveryField) {
                                          "completion_tokens", "queue_ms", "ttft_ms", "itl_ms_mean", "itl_ms_p95",
                                          "e2e_ms", "temperature", "top_p", "max_tokens", "stop_cause",
                                          "cached_tokens", "prefill_computed_tokens", "preemptions",
+                                         "spec_draft_tokens", "spec_accepted_tokens", "spec_acceptance_rate",
                                          "prefill_ms", "decode_ms", "predicted_ttft_ms", "degraded"}));
   EXPECT_EQ(j["ts"], "2025-01-31T23:59:58.123Z");
   EXPECT_EQ(j["id"], "chatcmpl-abc123");
@@ -79,6 +82,9 @@ TEST(MetricsRequestLog, LineHasEveryField) {
   EXPECT_EQ(j["max_tokens"], 5);
   EXPECT_TRUE(j["stop_cause"].is_null());  // full_record sets none
   EXPECT_EQ(j["cached_tokens"], 0);
+  EXPECT_EQ(j["spec_draft_tokens"], 8);
+  EXPECT_EQ(j["spec_accepted_tokens"], 2);
+  EXPECT_DOUBLE_EQ(j["spec_acceptance_rate"].get<double>(), 0.25);  // 2 / 8
   EXPECT_EQ(line.rfind("{\"ts\":", 0), 0u);  // fixed field order, ts first
 }
 
@@ -92,7 +98,8 @@ TEST(MetricsRequestLog, ErrorAndMissingValues) {
   const nlohmann::json j = nlohmann::json::parse(line);
   EXPECT_EQ(j["status"], 400);
   EXPECT_EQ(j["error"], "bad \"messages\"\nline two\t\x01 and invalid UTF-8 \xEF\xBF\xBD");
-  for (const char* key : {"finish_reason", "ttft_ms", "itl_ms_mean", "itl_ms_p95", "max_tokens", "stop_cause"}) {
+  for (const char* key : {"finish_reason", "ttft_ms", "itl_ms_mean", "itl_ms_p95", "max_tokens", "stop_cause",
+                          "spec_acceptance_rate"}) {
     EXPECT_TRUE(j[key].is_null()) << key;
   }
   EXPECT_TRUE(is_iso8601_millis_utc(j["ts"].get<std::string>())) << j["ts"];

@@ -41,6 +41,8 @@ struct Collected {
   int64_t cached_tokens = 0;
   int64_t prefill_computed_tokens = 0;
   int64_t preemptions = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
   bool ended = false;  // a kFinished or kError event arrived
 };
 
@@ -57,6 +59,8 @@ inline Collected collect(RequestStream& stream) {
     c.cached_tokens = e.cached_tokens;
     c.prefill_computed_tokens = e.prefill_computed_tokens;
     c.preemptions = e.preemptions;
+    c.spec_draft_tokens = e.spec_draft_tokens;
+    c.spec_accepted_tokens = e.spec_accepted_tokens;
     if (e.kind == EngineEvent::Kind::kFinished) {
       c.finish_reason = e.finish_reason;
     } else {

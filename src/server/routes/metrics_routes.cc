@@ -25,6 +25,8 @@ void handle_stats(const EngineStats& stats, metrics::ServerMetrics& metrics, htt
                        {"referenced", stats.kv_blocks_referenced},
                        {"cached", stats.kv_blocks_cached}};
   body["preemptions"] = stats.preemptions_total;
+  body["speculative"] = {{"draft_tokens", stats.spec_draft_tokens_total},
+                         {"accepted_tokens", stats.spec_accepted_tokens_total}};
   // Engine-thread time since start: the backend's steps and the host work on their output
   // (detokenizing, stop strings, guards, events), to see whether output processing is a share of
   // the step worth moving off the engine thread.

@@ -1,0 +1,71 @@
+// Speculative decoding in the serving engine (see engine.h, engine/ngram_proposer.h and
+// sampling/rejection_sampler.h): drafts are proposed per decoding sequence before the scheduler
+// plans the step; a decode chunk then carries the last sampled token and k drafts (k + 1 query
+// tokens, k + 1 logits rows, like a small chunked prefill) through the normal StepBatch path; the
+// engine accepts drafts while the token sampled at a row equals the draft there (the one-hot
+// rejection step) and emits the accepted drafts and the token after them one by one, so stop
+// tokens, stop strings, max_tokens and the output guard end a sequence at the right token.
+#include <algorithm>
+#include <span>
+
+#include "engine/engine.h"
+#include "engine/sequence.h"
+#include "sampling/rejection_sampler.h"
+
+namespace qs {
+
+void Engine::propose_drafts() {
+  const SpecDecodeOptions& spec = options_.spec;
+  if (!spec.enabled()) return;
+  const int64_t context = context_tokens();
+  for (SchedSequence* s : scheduler_.running()) {
+    auto& seq = static_cast<EngineSequence&>(*s);
+    seq.draft_tokens.clear();
+    if (seq.n_remaining() != 1 || seq.n_output() < 1) continue;  // not decoding
+    const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
+    // Tokens the sequence may still gain after this step's sampled one, and room in the context.
+    const int64_t room = std::min<int64_t>(seq.request.max_tokens - seq.n_output() - 1, context - n_tokens);
+    const auto k = static_cast<int32_t>(std::min<int64_t>(spec.draft_max, room));
+    if (k < 1) continue;
+    propose_ngram(seq.tokens, spec.ngram_max, spec.ngram_min, k, seq.draft_tokens);
+  }
+}
+
+void Engine::fill_verify_masks(EngineSequence& seq, int32_t row, int64_t n_draft) {
+  // Row j's mask is the grammar state after drafts 0..j-1: advance the matcher over the drafts,
+  // then roll it back (emit_token advances it over the tokens actually emitted). A draft the
+  // grammar refuses is masked out at its own row, so it is rejected there and the rows after it
+  // are never used (left all-allowed).
+  constrained::GrammarMatcher& matcher = *seq.matcher;
+  size_t advanced = 0;
+  for (int64_t j = 0; j <= n_draft; ++j) {
+    matcher.fill_next_token_bitmask(step_runner_.mask_row(row + static_cast<int32_t>(j)).data());
+    if (j == n_draft || !matcher.accept_token(seq.draft_tokens[static_cast<size_t>(j)])) break;
+    ++advanced;
+    if (matcher.is_terminated()) break;  // a stop draft: the sequence ends there if accepted
+  }
+  matcher.rollback(advanced);
+}
+
+void Engine::emit_verified(EngineSequence& seq, const StepOutput& out, int32_t row, int64_t n_draft) {
+  const std::span<const int32_t> drafts(seq.draft_tokens.data(), static_cast<size_t>(n_draft));
+  const std::span<const int32_t> sampled(out.sampled.data() + row, static_cast<size_t>(n_draft + 1));
+  // Counted as the rejection step decided (as vLLM counts them), before emitting: a stop inside
+  // the accepted drafts does not lower the rate, and the final event (sent from inside
+  // emit_token) reports them.
+  const int32_t accepted = count_accepted(drafts, sampled);
+  seq.n_spec_draft += n_draft;
+  seq.n_spec_accepted += accepted;
+  spec_draft_ += n_draft;
+  spec_accepted_ += accepted;
+  // The accepted drafts, then the token sampled after them; finishing the sequence (stop token,
+  // stop string, max_tokens, guard) stops there and releases its blocks and drafts.
+  for (int32_t j = 0; j <= accepted; ++j) {
+    emit_token(seq, out, row + j);
+    if (seq.finished) return;
+  }
+  // The accepted drafts' KV is now part of the sequence.
+  scheduler_.accept_drafts(seq, accepted);
+}
+
+}  // namespace qs

@@ -1,0 +1,42 @@
+// Speculative decoding's draft source without a draft model: n-gram prompt lookup (Saxena 2023,
+// "Prompt Lookup Decoding"; vLLM's `ngram` method, llama.cpp's lookup decoding).
+//
+// Given a sequence's tokens so far (prompt + output), for n = ngram_max down to ngram_min: take
+// the last n tokens as the key, find the most recent earlier occurrence of the key (ending before
+// the sequence's last token), and propose the up to k tokens that followed it. The first n with
+// a match wins. Where the continuation reaches the sequence's end it wraps around with the
+// match's period, so a loop shorter than k still yields k drafts. The proposal is deterministic (a one-hot draft distribution), so verification
+// uses the one-hot rejection step (sampling/rejection_sampler.h).
+//
+// Cost: O(len * n) comparisons per n tried, on the engine thread, per decoding sequence and
+// step (a 4096-token context with n = 3: ~12k comparisons, microseconds next to a forward step).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace qs {
+
+/// Drafts per step at most: a sequence's grammar matcher keeps 16 tokens of rollback
+/// (engine/sequence.h), and verify steps beyond ~8 drafts cost more than they gain on a CPU.
+inline constexpr int32_t kMaxDraftTokens = 16;
+
+/// Speculative decoding settings shared by the engine and `generate`. Off unless both
+/// ngram_max >= 1 and draft_max >= 1 (vLLM: method "ngram", prompt_lookup_max / prompt_lookup_min,
+/// num_speculative_tokens).
+struct SpecDecodeOptions {
+  int32_t ngram_max = 0;  // longest key (tokens); 0: speculation off
+  int32_t ngram_min = 1;  // shortest key tried
+  int32_t draft_max = 0;  // drafts proposed per step at most (k, <= kMaxDraftTokens); 0: off
+  bool enabled() const { return ngram_max >= 1 && draft_max >= 1; }
+};
+
+/// Writes `k` proposed tokens into `out` (cleared first; empty when no key matches or k < 1):
+/// the tokens after the match, continued periodically past the sequence's end (a match at
+/// distance d implies period d). Keys of ngram_max down to max(ngram_min, 1) tokens are tried, never longer than
+/// tokens.size() - 1.
+void propose_ngram(std::span<const int32_t> tokens, int32_t ngram_max, int32_t ngram_min, int32_t k,
+                   std::vector<int32_t>& out);
+
+}  // namespace qs
