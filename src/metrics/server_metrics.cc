@@ -29,7 +29,7 @@ struct VllmAlias {
   const char* vllm_name;
   const char* qwenserve_name;
 };
-constexpr std::array<VllmAlias, 10> kVllmAliases = {{
+constexpr std::array<VllmAlias, 12> kVllmAliases = {{
     {"vllm:num_requests_running", "qwenserve_num_requests_running"},
     {"vllm:num_requests_waiting", "qwenserve_num_requests_waiting"},
     {"vllm:kv_cache_usage_perc", "qwenserve_kv_cache_usage_perc"},
@@ -40,6 +40,8 @@ constexpr std::array<VllmAlias, 10> kVllmAliases = {{
     {"vllm:prompt_tokens_total", "qwenserve_prompt_tokens_total"},
     {"vllm:generation_tokens_total", "qwenserve_generation_tokens_total"},
     {"vllm:request_success_total", "qwenserve_request_success_total"},
+    {"vllm:spec_decode_num_draft_tokens_total", "qwenserve_spec_draft_tokens_total"},
+    {"vllm:spec_decode_num_accepted_tokens_total", "qwenserve_spec_accepted_tokens_total"},
 }};
 
 constexpr const char* kCacheConfigInfo = "qwenserve_cache_config_info";

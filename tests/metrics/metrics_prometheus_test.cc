@@ -601,7 +601,9 @@ TEST(MetricsServerMetrics, VllmCompatibleNamesMirrorTheirTwins) {
       {"vllm:request_queue_time_seconds", "qwenserve_request_queue_time_seconds"},
       {"vllm:prompt_tokens_total", "qwenserve_prompt_tokens_total"},
       {"vllm:generation_tokens_total", "qwenserve_generation_tokens_total"},
-      {"vllm:request_success_total", "qwenserve_request_success_total"}};
+      {"vllm:request_success_total", "qwenserve_request_success_total"},
+      {"vllm:spec_decode_num_draft_tokens_total", "qwenserve_spec_draft_tokens_total"},
+      {"vllm:spec_decode_num_accepted_tokens_total", "qwenserve_spec_accepted_tokens_total"}};
   for (const auto& [vllm_name, name] : twins) {
     const ParsedFamily& vllm = find_family(families, vllm_name);
     const ParsedFamily& ours = find_family(families, name);
