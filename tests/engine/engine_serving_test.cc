@@ -17,15 +17,6 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, size_t n) {
   return p;
 }
 
-// Runs every request at once on `engine` and returns the outputs in order.
-std::vector<Collected> run_all(Engine& engine, const std::vector<EngineRequest>& requests) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& r : requests) streams.push_back(engine.submit(r));
-  std::vector<Collected> out;
-  for (auto& s : streams) out.push_back(collect(*s));
-  return out;
-}
-
 // Several sequences whose prompts + outputs need far more KV than the cache holds: the newest
 // running ones are preempted and recomputed, and every output equals the unconstrained run.
 TEST_F(EngineFixture, PreemptionKeepsGreedyOutputsIdentical) {

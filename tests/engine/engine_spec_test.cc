@@ -38,14 +38,6 @@ std::vector<std::vector<int32_t>> random_prompts(int n, uint32_t seed) {
   return prompts;
 }
 
-std::vector<Collected> run_all(Engine& engine, const std::vector<EngineRequest>& requests) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& r : requests) streams.push_back(engine.submit(r));
-  std::vector<Collected> out;
-  for (auto& s : streams) out.push_back(collect(*s));
-  return out;
-}
-
 TEST_F(EngineFixture, SpecGreedyOutputsAreIdenticalAndDraftsAreAccepted) {
   std::vector<EngineRequest> requests;
   for (const auto& p : random_prompts(12, 11)) requests.push_back(greedy_request(p, 48));

@@ -71,6 +71,15 @@ inline Collected collect(RequestStream& stream) {
   return c;
 }
 
+/// Submits every request to `engine` at once and returns their outputs in request order.
+inline std::vector<Collected> run_all(Engine& engine, const std::vector<EngineRequest>& requests) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : requests) streams.push_back(engine.submit(r));
+  std::vector<Collected> out;
+  for (auto& s : streams) out.push_back(collect(*s));
+  return out;
+}
+
 /// EngineOptions with the given sequence and per-step token limits, the rest at their defaults.
 inline EngineOptions engine_options(int32_t max_num_seqs, int64_t max_batched_tokens) {
   EngineOptions options;
