@@ -1,4 +1,5 @@
-// The AVX-512 VNNI matmul level (dot_avx512_vnni.cc): Q8_0 and Q6_K row and tile dots (Q4_K: the AVX2 ones)
+// The AVX-512 VNNI matmul level (dot_avx512_vnni.cc): Q8_0 and Q6_K row and tile dots (Q4_K: the AVX2 source
+// compiled with this level's flags, dot_avx2_evex_avx512_vnni.cc)
 // against a float64 dot of the decoded operands, bit-identity across every (rows, tokens) tiling
 // and against the AVX2 level (the design keeps the same exact int32 block totals and the same
 // float sequence), over a sweep of lengths. Skipped, with the reason, on CPUs without AVX-512 VNNI.
@@ -111,6 +112,10 @@ TEST(KernelVnni, TableIsTheVnniLevelWithItsOwnDecodeKernels) {
   for (DType dtype : {DType::Q8_0, DType::Q6_K}) {
     ASSERT_NE(k->tile_dot(dtype), nullptr) << dtype_name(dtype);
     EXPECT_NE(k->tile_dot(dtype), avx2->tile_dot(dtype)) << dtype_name(dtype);
+    EXPECT_NE(k->row_dot(dtype), avx2->row_dot(dtype)) << dtype_name(dtype);
+  }
+  // Q4_K / Q5_K decode: the AVX2 source compiled with this level's flags, not the AVX2 object's copy.
+  for (DType dtype : {DType::Q4_K, DType::Q5_K}) {
     EXPECT_NE(k->row_dot(dtype), avx2->row_dot(dtype)) << dtype_name(dtype);
   }
 }

@@ -17,6 +17,12 @@
 #include "backend/cpu/kernels/dot_kernels.h"
 #include "formats/quantize.h"
 
+// The name of the table this file defines: avx2_dot_kernels, or avx2_dot_kernels_evex when
+// dot_avx2_evex_avx512_vnni.cc compiles this file again with the AVX-512 level's flags.
+#ifndef QS_AVX2_DOT_TABLE
+#define QS_AVX2_DOT_TABLE avx2_dot_kernels
+#endif
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define QS_HAVE_AVX2_PATH 1
 #include <immintrin.h>
@@ -762,7 +768,7 @@ void row_dot_multi(int64_t n, const void* w, const void* act, size_t stride, int
 
 }  // namespace
 
-const DotKernels* avx2_dot_kernels() {
+const DotKernels* QS_AVX2_DOT_TABLE() {
   static const DotKernels table = {
       CpuIsa::kAvx2,
       QS_MULTI(dot_float, 4, load8_f32, scalar_f32),
@@ -789,6 +795,6 @@ const DotKernels* avx2_dot_kernels() {
 
 #else
 namespace qs::kernels {
-const DotKernels* avx2_dot_kernels() { return nullptr; }
+const DotKernels* QS_AVX2_DOT_TABLE() { return nullptr; }
 }  // namespace qs::kernels
 #endif

@@ -169,7 +169,7 @@ template <typename Block, typename Act, size_t kBlockBytes, int kBlockElems,
 void vnni_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride, int n_act,
                float* y, size_t y_stride) {
   const int n4 = n_act & ~3;
-  if (n4 > 0) (avx2_dot_kernels()->*kAvx2Tile)(n, w, w_stride, n_rows, act, act_stride, n4, y, y_stride);
+  if (n4 > 0) (avx2_dot_kernels_evex()->*kAvx2Tile)(n, w, w_stride, n_rows, act, act_stride, n4, y, y_stride);
   if (n4 == n_act) return;
   const int64_t nb = n / kBlockElems;
   const auto* wb = static_cast<const uint8_t*>(w);
@@ -196,10 +196,12 @@ void row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act
 }  // namespace
 
 const DotKernels* avx512_vnni_dot_kernels() {
-  const DotKernels* avx2 = avx2_dot_kernels();
+  const DotKernels* avx2 = avx2_dot_kernels_evex();
   if (avx2 == nullptr) return nullptr;
   static const DotKernels table = [avx2] {
-    DotKernels t = *avx2;  // float, Q4_0, Q4_K, Q5_K dots, quantizers and repacking GEMMs: the AVX2 ones
+    // Float, Q4_0, Q4_K, Q5_K dots, quantizers and repacking GEMMs: the AVX2 kernels as compiled
+    // with this level's flags (dot_avx2_evex_avx512_vnni.cc).
+    DotKernels t = *avx2;
     t.isa = CpuIsa::kAvx512Vnni;
     t.q8_0 = row_dot<q8_0_tile>;
     t.q6_k = row_dot<q6_k_tile>;

@@ -99,6 +99,10 @@ const DotKernels& active_dot_kernels();
 // when the build has no AVX2 path; it does not check the CPU.
 const DotKernels& scalar_dot_kernels();
 const DotKernels* avx2_dot_kernels();
+// The same AVX2 table compiled with the AVX-512 VNNI level's flags (dot_avx2_evex_avx512_vnni.cc):
+// identical instructions' semantics, so bit-identical results, but EVEX encodings and 32 vector
+// registers; the base of avx512_vnni_dot_kernels(). nullptr when the build has no such path.
+const DotKernels* avx2_dot_kernels_evex();
 // Repacking GEMMs of the AVX2 level (gemm_r8_avx2.cc); empty when the build has no AVX2 path.
 GroupGemm avx2_q4_k_group_gemm();
 GroupGemm avx2_q6_k_group_gemm();
