@@ -542,12 +542,96 @@ void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, flo
   for (int r = 0; r < n_rows; ++r) y[r] = out[r];
 }
 
+// 4 Q4_K rows x NT tokens (NT = 2 or 3: the token tails of verify steps and small batches),
+// each row's nibbles and sub-block scales unpacked once for the NT tokens. Per (row, token) the
+// same exact int32 totals and the same float sequence as q4_k_x4_rows (so results are
+// bit-identical to NT separate one-token calls, whatever the grouping). q4_k_x4_rows itself stays
+// the one-token kernel: decode speed was tuned on it (see above), and a template over NT moved its
+// register allocation.
+template <int NT>
+void q4_k_x4_rows_multi(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* const* a, float* const* y,
+                        int n_rows, const char* next) {
+  static_assert(NT >= 2 && NT <= 3);
+  const __m128i half_ctrl = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  const bool to_l2 = 4 * nb * static_cast<int64_t>(sizeof(BlockQ4_K)) > kL1PrefetchDistance;
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_lines<9>(next + b * 4 * static_cast<int64_t>(sizeof(BlockQ4_K)), to_l2);
+    __m256i sumi[4][NT];
+    __m128i m16[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const BlockQ4_K& xb = x[r][b];
+      uint64_t sc8, m8;
+      unpack_scales_mins_k4(xb.scales, &sc8, &m8);
+      m16[r] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
+      const __m256i sw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+      __m256i s[NT];
+      for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        const __m256i q = load256(xb.qs + 32 * c);
+        const __m256i q_lo = _mm256_and_si256(q, low_mask);
+        const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+        const __m256i s_lo = _mm256_shuffle_epi8(sw, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * c)));
+        const __m256i s_hi = _mm256_shuffle_epi8(sw, _mm256_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * c)));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p_lo = _mm256_maddubs_epi16(q_lo, load256(a[t][b].qs + 64 * c));
+          const __m256i p_hi = _mm256_maddubs_epi16(q_hi, load256(a[t][b].qs + 64 * c + 32));
+          // Same association as q4_k_x4_rows: (s + lo) + hi (integer sums, exact either way).
+          s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p_lo, s_lo));
+          s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p_hi, s_hi));
+        }
+      }
+      for (int t = 0; t < NT; ++t) sumi[r][t] = s[t];
+    }
+    uint32_t dd[4];
+    for (int r = 0; r < 4; ++r) std::memcpy(&dd[r], &x[r][b].d, 4);  // d, dmin adjacent
+    const __m256 wscale = _mm256_cvtph_ps(_mm_shuffle_epi8(
+        _mm_set_epi64x(static_cast<long long>(dd[2] | uint64_t{dd[3]} << 32), static_cast<long long>(dd[0] | uint64_t{dd[1]} << 32)),
+        half_ctrl));
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& ab = a[t][b];
+      const __m256i bs = _mm256_broadcastsi128_si256(bsums32(ab));
+      const __m256i mins01 = _mm256_madd_epi16(bs, _mm256_set_m128i(m16[1], m16[0]));
+      const __m256i mins23 = _mm256_madd_epi16(bs, _mm256_set_m128i(m16[3], m16[2]));
+      const __m256i v = pack4_halfsums(fold_halves2(sumi[0][t], sumi[1][t]), fold_halves2(sumi[2][t], sumi[3][t]), mins01, mins23);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(wscale, _mm256_set1_ps(ab.d)), _mm256_cvtepi32_ps(v), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, acc[t]);
+    const float out[4] = {l[0] - l[2], l[4] - l[6], l[1] - l[3], l[5] - l[7]};
+    for (int r = 0; r < n_rows; ++r) y[t][r] = out[r];
+  }
+}
+
+// Token tails of 1-3 tokens for a 4-row group: one pass over the group's blocks.
+void q4_k_x4_rows_tail(int64_t nb, const BlockQ4_K* const* x, const uint8_t* act, size_t act_stride, int n_tok,
+                       float* y, size_t y_stride, int n_rows, const char* next) {
+  const BlockQ8_K* a[3];
+  float* yt[3];
+  for (int t = 0; t < n_tok; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
+    yt[t] = y + t * y_stride;
+  }
+  switch (n_tok) {
+    case 1: q4_k_x4_rows(nb, x, a[0], yt[0], n_rows, next); break;
+    case 2: q4_k_x4_rows_multi<2>(nb, x, a, yt, n_rows, next); break;
+    case 3: q4_k_x4_rows_multi<3>(nb, x, a, yt, n_rows, next); break;
+    default: break;
+  }
+}
+
 // TileDotFn for the K-quants: rows in groups of 4 (their blocks stay in L1), tokens in groups of
-// 4 through kRowX4 row by row, the remaining tokens through kX4Rows. Both compute, per (row, token)
-// pair, acc = fma(d_w * d_a, float(exact super-block total), acc) over the super-blocks in order.
+// 4 through kRowX4 row by row, the remaining 1-3 tokens through kTail (one call for all of them).
+// Both compute, per (row, token) pair, acc = fma(d_w * d_a, float(exact super-block total), acc)
+// over the super-blocks in order.
 template <typename Block,
           void (*kRowX4)(int64_t, const Block*, const BlockQ8_K* const*, float*, size_t, int, const char*),
-          void (*kX4Rows)(int64_t, const Block* const*, const BlockQ8_K*, float*, int, const char*)>
+          void (*kTail)(int64_t, const Block* const*, const uint8_t*, size_t, int, float*, size_t, int, const char*)>
 void k_quant_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                   int n_act, float* y, size_t y_stride) {
   const int64_t nb = n / kBlockK;
@@ -568,15 +652,13 @@ void k_quant_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const v
         kRowX4(nb, x[r], a, y + t0 * y_stride + r0 + r, y_stride, 4, next + r * w_stride);
       }
     }
-    for (; t0 < n_act; ++t0) {
-      kX4Rows(nb, x, reinterpret_cast<const BlockQ8_K*>(ab + t0 * act_stride), y + t0 * y_stride + r0, rows, next);
-    }
+    if (t0 < n_act) kTail(nb, x, ab + t0 * act_stride, act_stride, n_act - t0, y + t0 * y_stride + r0, y_stride, rows, next);
   }
 }
 
 void q4_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                int n_act, float* y, size_t y_stride) {
-  k_quant_tile<BlockQ4_K, q4_k_row_x4, q4_k_x4_rows>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
+  k_quant_tile<BlockQ4_K, q4_k_row_x4, q4_k_x4_rows_tail>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
 }
 
 void q4_k_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
@@ -687,9 +769,17 @@ void q6_k_x4_rows(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* a, flo
   store_diff(acc, _mm_setzero_ps(), n_rows, y, 1);
 }
 
+// Token tails for Q6_K: one token at a time (no multi-token Q6_K tail kernel yet).
+void q6_k_x4_rows_tail(int64_t nb, const BlockQ6_K* const* x, const uint8_t* act, size_t act_stride, int n_tok,
+                       float* y, size_t y_stride, int n_rows, const char* next) {
+  for (int t = 0; t < n_tok; ++t) {
+    q6_k_x4_rows(nb, x, reinterpret_cast<const BlockQ8_K*>(act + t * act_stride), y + t * y_stride, n_rows, next);
+  }
+}
+
 void q6_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                int n_act, float* y, size_t y_stride) {
-  k_quant_tile<BlockQ6_K, q6_k_row_x4, q6_k_x4_rows>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
+  k_quant_tile<BlockQ6_K, q6_k_row_x4, q6_k_x4_rows_tail>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
 }
 
 void q6_k_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
