@@ -158,13 +158,97 @@ void q6_k_x4_rows(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* a, flo
   for (int r = 0; r < n_rows; ++r) y[r] = l[r];
 }
 
+// 4 Q6_K rows x NT tokens (NT = 2 or 3: token tails of verify steps and small batches): each
+// row's 6-bit levels and scales are unpacked once for the NT tokens. Per (row, token) the same
+// exact int32 total and the same float step as q6_k_x4_rows, so results are bit-identical to NT
+// one-token calls. (q6_k_x4_rows stays the one-token kernel decode speed was measured on.)
+template <int NT>
+void q6_k_x4_rows_multi(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* const* a, float* const* y, int n_rows,
+                        const char* next) {
+  static_assert(NT >= 2 && NT <= 3);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F), high_bits = _mm256_set1_epi8(0x30);
+  const bool to_l2 = 4 * nb * static_cast<int64_t>(sizeof(BlockQ6_K)) > kL1PrefetchDistance;
+  __m128 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_lines<14>(next + b * 4 * static_cast<int64_t>(sizeof(BlockQ6_K)), to_l2);
+    __m256i neg_bsums[NT];
+    for (int t = 0; t < NT; ++t) neg_bsums[t] = _mm256_sub_epi16(_mm256_setzero_si256(), load256(a[t][b].bsums));
+    __m256i sumi[NT][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const BlockQ6_K& xb = x[r][b];
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.scales)));
+      const __m256i sc32 = _mm256_slli_epi16(sc16, 5);
+      __m256i s[NT];
+      for (int t = 0; t < NT; ++t) s[t] = _mm256_madd_epi16(sc32, neg_bsums[t]);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+        const __m256i l0 = load256(xb.ql + 64 * h), l1 = load256(xb.ql + 64 * h + 32);
+        const __m256i hb = load256(xb.qh + 32 * h);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high_bits)),
+            _mm256_or_si256(_mm256_and_si256(l1, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high_bits)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask), _mm256_and_si256(hb, high_bits)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), high_bits)),
+        };
+        for (int g = 0; g < 4; ++g) {
+          const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))),
+                                                _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
+          const __m256i scale = _mm256_shuffle_epi8(sc_h, pick);
+          for (int t = 0; t < NT; ++t) {
+            s[t] = _mm256_dpwssd_epi32(s[t], _mm256_maddubs_epi16(q[g], load256(a[t][b].qs + 128 * h + 32 * g)), scale);
+          }
+        }
+      }
+      for (int t = 0; t < NT; ++t) sumi[t][r] = s[t];
+    }
+    const __m128 d = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(gather4_u16(&x[0][b].d, &x[1][b].d, &x[2][b].d, &x[3][b].d))));
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(a[t][b].d)),
+                            _mm_cvtepi32_ps(pack4_totals(sumi[t][0], sumi[t][1], sumi[t][2], sumi[t][3])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(16) float l[4];
+    _mm_store_ps(l, acc[t]);
+    for (int r = 0; r < n_rows; ++r) y[t][r] = l[r];
+  }
+}
+
+// Token tails (1-3 tokens) of a 4-row group. Q6_K: one pass for all of them; Q8_0: one token at a
+// time.
+void q6_k_tail(int64_t nb, const BlockQ6_K* const* x, const uint8_t* act, size_t act_stride, int n_tok, float* y,
+               size_t y_stride, int n_rows, const char* next) {
+  const BlockQ8_K* a[3];
+  float* yt[3];
+  for (int t = 0; t < n_tok; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
+    yt[t] = y + t * y_stride;
+  }
+  switch (n_tok) {
+    case 1: q6_k_x4_rows(nb, x, a[0], yt[0], n_rows, next); break;
+    case 2: q6_k_x4_rows_multi<2>(nb, x, a, yt, n_rows, next); break;
+    case 3: q6_k_x4_rows_multi<3>(nb, x, a, yt, n_rows, next); break;
+    default: break;
+  }
+}
+
+void q8_0_tail(int64_t nb, const BlockQ8_0* const* x, const uint8_t* act, size_t act_stride, int n_tok, float* y,
+               size_t y_stride, int n_rows, const char* next) {
+  for (int t = 0; t < n_tok; ++t) {
+    q8_0_x4_rows(nb, x, reinterpret_cast<const BlockQ8_0A*>(act + t * act_stride), y + t * y_stride, n_rows, next);
+  }
+}
+
 // --- tiles -------------------------------------------------------------------------------------
 //
 // TileDotFn: the first n_act & ~3 tokens through the AVX2 table's tile (4-token groups, bit-identical
-// per pair to the kernels here), the remaining tokens (all of them in decode) 4 rows at a time
-// through kX4Rows. Every (row, token) result is the same whichever path computed it.
-template <typename Block, typename Act, size_t kBlockBytes, int kBlockElems,
-          void (*kX4Rows)(int64_t, const Block* const*, const Act*, float*, int, const char*),
+// per pair to the kernels here), the remaining 1-3 tokens (the one token of decode) 4 rows at a
+// time through kTail. Every (row, token) result is the same whichever path computed it.
+template <typename Block, int kBlockElems,
+          void (*kTail)(int64_t, const Block* const*, const uint8_t*, size_t, int, float*, size_t, int, const char*),
           TileDotFn DotKernels::*kAvx2Tile>
 void vnni_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride, int n_act,
                float* y, size_t y_stride) {
@@ -179,14 +263,12 @@ void vnni_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void
     const char* next = reinterpret_cast<const char*>(wb + (r0 + 4) * w_stride);
     const Block* x[4];
     for (int i = 0; i < 4; ++i) x[i] = reinterpret_cast<const Block*>(wb + (r0 + (i < rows ? i : rows - 1)) * w_stride);
-    for (int t = n4; t < n_act; ++t) {
-      kX4Rows(nb, x, reinterpret_cast<const Act*>(ab + t * act_stride), y + t * y_stride + r0, rows, next);
-    }
+    kTail(nb, x, ab + n4 * act_stride, act_stride, n_act - n4, y + n4 * y_stride + r0, y_stride, rows, next);
   }
 }
 
-constexpr TileDotFn q8_0_tile = vnni_tile<BlockQ8_0, BlockQ8_0A, sizeof(BlockQ8_0), kBlockQ8_0, q8_0_x4_rows, &DotKernels::q8_0_tile>;
-constexpr TileDotFn q6_k_tile = vnni_tile<BlockQ6_K, BlockQ8_K, sizeof(BlockQ6_K), kBlockK, q6_k_x4_rows, &DotKernels::q6_k_tile>;
+constexpr TileDotFn q8_0_tile = vnni_tile<BlockQ8_0, kBlockQ8_0, q8_0_tail, &DotKernels::q8_0_tile>;
+constexpr TileDotFn q6_k_tile = vnni_tile<BlockQ6_K, kBlockK, q6_k_tail, &DotKernels::q6_k_tile>;
 
 template <TileDotFn kTile>
 void row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
