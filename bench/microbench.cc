@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
     gemv->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
     auto* gemm = benchmark::RegisterBenchmark(("Gemm/" + name).c_str(), BM_Gemm, type);
     for (int64_t t : thread_counts) {
-      for (int64_t tokens : {1, 2, 3, 4, 8, 16, 64}) gemm->Args({tokens, t});  // decode, verify steps .. prefill
+      for (int64_t tokens : {1, 2, 3, 4, 5, 6, 8, 16, 64}) gemm->Args({tokens, t});  // decode, verify steps .. prefill
     }
     gemm->ArgNames({"tokens", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
   }

@@ -542,7 +542,7 @@ void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, flo
   for (int r = 0; r < n_rows; ++r) y[r] = out[r];
 }
 
-// 4 Q4_K rows x NT tokens (NT = 2 or 3: the token tails of verify steps and small batches),
+// 4 Q4_K rows x NT tokens (NT = 2..4: verify steps and small batches below the repacking GEMM),
 // each row's nibbles and sub-block scales unpacked once for the NT tokens. Per (row, token) the
 // same exact int32 totals and the same float sequence as q4_k_x4_rows (so results are
 // bit-identical to NT separate one-token calls, whatever the grouping). q4_k_x4_rows itself stays
@@ -551,7 +551,7 @@ void q4_k_x4_rows(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* a, flo
 template <int NT>
 void q4_k_x4_rows_multi(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* const* a, float* const* y,
                         int n_rows, const char* next) {
-  static_assert(NT >= 2 && NT <= 3);
+  static_assert(NT >= 2 && NT <= 4);
   const __m128i half_ctrl = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   const bool to_l2 = 4 * nb * static_cast<int64_t>(sizeof(BlockQ4_K)) > kL1PrefetchDistance;
@@ -608,11 +608,11 @@ void q4_k_x4_rows_multi(int64_t nb, const BlockQ4_K* const* x, const BlockQ8_K* 
   }
 }
 
-// Token tails of 1-3 tokens for a 4-row group: one pass over the group's blocks.
+// 1-4 tokens for a 4-row group: one pass over the group's blocks.
 void q4_k_x4_rows_tail(int64_t nb, const BlockQ4_K* const* x, const uint8_t* act, size_t act_stride, int n_tok,
                        float* y, size_t y_stride, int n_rows, const char* next) {
-  const BlockQ8_K* a[3];
-  float* yt[3];
+  const BlockQ8_K* a[4];
+  float* yt[4];
   for (int t = 0; t < n_tok; ++t) {
     a[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
     yt[t] = y + t * y_stride;
@@ -621,17 +621,20 @@ void q4_k_x4_rows_tail(int64_t nb, const BlockQ4_K* const* x, const uint8_t* act
     case 1: q4_k_x4_rows(nb, x, a[0], yt[0], n_rows, next); break;
     case 2: q4_k_x4_rows_multi<2>(nb, x, a, yt, n_rows, next); break;
     case 3: q4_k_x4_rows_multi<3>(nb, x, a, yt, n_rows, next); break;
+    case 4: q4_k_x4_rows_multi<4>(nb, x, a, yt, n_rows, next); break;
     default: break;
   }
 }
 
 // TileDotFn for the K-quants: rows in groups of 4 (their blocks stay in L1), tokens in groups of
-// 4 through kRowX4 row by row, the remaining 1-3 tokens through kTail (one call for all of them).
+// 4 through kRowX4 row by row (or, with kTailTakes4, through kTail for all 4 rows at once), the
+// remaining 1-3 tokens through kTail (one call for all of them).
 // Both compute, per (row, token) pair, acc = fma(d_w * d_a, float(exact super-block total), acc)
 // over the super-blocks in order.
 template <typename Block,
           void (*kRowX4)(int64_t, const Block*, const BlockQ8_K* const*, float*, size_t, int, const char*),
-          void (*kTail)(int64_t, const Block* const*, const uint8_t*, size_t, int, float*, size_t, int, const char*)>
+          void (*kTail)(int64_t, const Block* const*, const uint8_t*, size_t, int, float*, size_t, int, const char*),
+          bool kTailTakes4>
 void k_quant_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                   int n_act, float* y, size_t y_stride) {
   const int64_t nb = n / kBlockK;
@@ -645,6 +648,9 @@ void k_quant_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const v
       x[i] = reinterpret_cast<const Block*>(wb + (r0 + (i < rows ? i : rows - 1)) * w_stride);
     }
     int t0 = 0;
+    if constexpr (kTailTakes4) {
+      for (; t0 + 4 <= n_act; t0 += 4) kTail(nb, x, ab + t0 * act_stride, act_stride, 4, y + t0 * y_stride + r0, y_stride, rows, next);
+    }
     for (; t0 + 4 <= n_act; t0 += 4) {
       const BlockQ8_K* a[4];
       for (int i = 0; i < 4; ++i) a[i] = reinterpret_cast<const BlockQ8_K*>(ab + (t0 + i) * act_stride);
@@ -658,7 +664,7 @@ void k_quant_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const v
 
 void q4_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                int n_act, float* y, size_t y_stride) {
-  k_quant_tile<BlockQ4_K, q4_k_row_x4, q4_k_x4_rows_tail>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
+  k_quant_tile<BlockQ4_K, q4_k_row_x4, q4_k_x4_rows_tail, true>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
 }
 
 void q4_k_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
@@ -779,7 +785,7 @@ void q6_k_x4_rows_tail(int64_t nb, const BlockQ6_K* const* x, const uint8_t* act
 
 void q6_k_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride,
                int n_act, float* y, size_t y_stride) {
-  k_quant_tile<BlockQ6_K, q6_k_row_x4, q6_k_x4_rows_tail>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
+  k_quant_tile<BlockQ6_K, q6_k_row_x4, q6_k_x4_rows_tail, false>(n, w, w_stride, n_rows, act, act_stride, n_act, y, y_stride);
 }
 
 void q6_k_row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {

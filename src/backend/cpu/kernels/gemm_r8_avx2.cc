@@ -482,7 +482,11 @@ struct Q80Kernels {
 // at 6, 0.93x at 4 (1 thread, 2560 x 2560, in-process, best of 15); the 2-thread microbench at 8
 // tokens gave ~1.1x on a loaded machine, so the threshold is 8 (not yet measured with the weights
 // streamed from DRAM in batched decode).
-constexpr int kQ4KMinTokens = 4;
+// Q4_K since the 4 x 4 row-major kernel (q4_k_x4_rows_multi<4>, nibbles unpacked once per 4
+// tokens): at 4 tokens it is 1.1-1.15x faster than repacking (threads:1, 0.43 vs 0.47-0.50 ms, two
+// interleaved rounds), and in a 4B-shaped verify step the repack was twice the time of its GEMM
+// (perf: repack_q4_k_r8 16.5%, q4_k_r8_tokens<4> 8.0% of the samples); from 5 tokens the GEMM wins.
+constexpr int kQ4KMinTokens = 5;
 constexpr int kQ80MinTokens = 8;
 constexpr int kQ6KMinTokens = 8;
 
