@@ -281,14 +281,15 @@ const DotKernels* avx512_vnni_dot_kernels() {
   const DotKernels* avx2 = avx2_dot_kernels_evex();
   if (avx2 == nullptr) return nullptr;
   static const DotKernels table = [avx2] {
-    // Float, Q4_0, Q4_K, Q5_K dots, quantizers and repacking GEMMs: the AVX2 kernels as compiled
-    // with this level's flags (dot_avx2_evex_avx512_vnni.cc).
+    // Float, Q4_0, Q4_K, Q5_K dots, quantizers and the Q4_K / Q6_K repacking GEMMs: the AVX2
+    // kernels as compiled with this level's flags (dot_avx2_evex_avx512_vnni.cc).
     DotKernels t = *avx2;
     t.isa = CpuIsa::kAvx512Vnni;
     t.q8_0 = row_dot<q8_0_tile>;
     t.q6_k = row_dot<q6_k_tile>;
     t.q8_0_tile = q8_0_tile;
     t.q6_k_tile = q6_k_tile;
+    t.q8_0_gemm = avx512_vnni_q8_0_group_gemm();
     return t;
   }();
   return &table;

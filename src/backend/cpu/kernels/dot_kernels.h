@@ -110,5 +110,8 @@ GroupGemm avx2_q8_0_group_gemm();
 // AVX-512 VNNI level (dot_avx512_vnni.cc): the AVX2 table with VNNI decode kernels for Q8_0, Q4_K
 // and Q6_K, bit-identical to the AVX2 level; nullptr when the build has no such path.
 const DotKernels* avx512_vnni_dot_kernels();
+// Q8_0 repacking GEMM with vpdpbusd (gemm_r8_avx512_vnni.cc), bit-identical to the AVX2 one; empty
+// when the build has no such path.
+GroupGemm avx512_vnni_q8_0_group_gemm();
 
 }  // namespace qs::kernels
