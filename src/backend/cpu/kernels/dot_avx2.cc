@@ -21,6 +21,7 @@
 // dot_avx2_evex_avx512_vnni.cc compiles this file again with the AVX-512 level's flags.
 #ifndef QS_AVX2_DOT_TABLE
 #define QS_AVX2_DOT_TABLE avx2_dot_kernels
+#define QS_AVX2_GEMM(type) avx2_##type##_group_gemm
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -880,9 +881,9 @@ const DotKernels* QS_AVX2_DOT_TABLE() {
       q8_0_tile,
       q4_k_tile,
       q6_k_tile,
-      avx2_q4_k_group_gemm(),
-      avx2_q6_k_group_gemm(),
-      avx2_q8_0_group_gemm(),
+      QS_AVX2_GEMM(q4_k)(),
+      QS_AVX2_GEMM(q6_k)(),
+      QS_AVX2_GEMM(q8_0)(),
   };
   return &table;
 }

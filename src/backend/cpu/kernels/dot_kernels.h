@@ -107,6 +107,11 @@ const DotKernels* avx2_dot_kernels_evex();
 GroupGemm avx2_q4_k_group_gemm();
 GroupGemm avx2_q6_k_group_gemm();
 GroupGemm avx2_q8_0_group_gemm();
+// The same GEMMs compiled with the AVX-512 VNNI level's flags (gemm_r8_evex_avx512_vnni.cc; the
+// avx512_vnni table uses the Q4_K and Q6_K ones); empty when the build has no such path.
+GroupGemm avx2_evex_q4_k_group_gemm();
+GroupGemm avx2_evex_q6_k_group_gemm();
+GroupGemm avx2_evex_q8_0_group_gemm();
 // AVX-512 VNNI level (dot_avx512_vnni.cc): the AVX2 table with VNNI decode kernels for Q8_0, Q4_K
 // and Q6_K, bit-identical to the AVX2 level; nullptr when the build has no such path.
 const DotKernels* avx512_vnni_dot_kernels();

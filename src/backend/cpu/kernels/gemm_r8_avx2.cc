@@ -29,6 +29,13 @@
 #include "backend/cpu/kernels/dot_kernels.h"
 #include "backend/cpu/kernels/gemm_r8_common.h"
 
+// The names of the entry points this file defines: avx2_<type>_group_gemm, or
+// avx2_evex_<type>_group_gemm when gemm_r8_evex_avx512_vnni.cc compiles this file again with the
+// AVX-512 level's flags.
+#ifndef QS_R8_GEMM
+#define QS_R8_GEMM(type) avx2_##type##_group_gemm
+#endif
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -416,17 +423,17 @@ constexpr int kQ6KMinTokens = 8;
 
 }  // namespace
 
-GroupGemm avx2_q4_k_group_gemm() {
+GroupGemm QS_R8_GEMM(q4_k)() {
   return {group_gemm<Q4KR8, BlockQ8_K, kBlockK, 5, repack_q4_k_r8, Q4KKernels>,
           sizeof(Q4KR8), kQ4KMinTokens};
 }
 
-GroupGemm avx2_q8_0_group_gemm() {
+GroupGemm QS_R8_GEMM(q8_0)() {
   return {group_gemm<Q80R8, BlockQ8_0A, kBlockQ8_0, 8, repack_q8_0_r8, Q80Kernels>,
           sizeof(Q80R8) * (kBlockK / kBlockQ8_0), kQ80MinTokens};
 }
 
-GroupGemm avx2_q6_k_group_gemm() {
+GroupGemm QS_R8_GEMM(q6_k)() {
   return {group_gemm<Q6KR8, BlockQ8_K, kBlockK, 4, repack_q6_k_r8, Q6KKernels>,
           sizeof(Q6KR8), kQ6KMinTokens};
 }
@@ -435,8 +442,8 @@ GroupGemm avx2_q6_k_group_gemm() {
 
 #else
 namespace qs::kernels {
-GroupGemm avx2_q4_k_group_gemm() { return {}; }
-GroupGemm avx2_q8_0_group_gemm() { return {}; }
-GroupGemm avx2_q6_k_group_gemm() { return {}; }
+GroupGemm QS_R8_GEMM(q4_k)() { return {}; }
+GroupGemm QS_R8_GEMM(q8_0)() { return {}; }
+GroupGemm QS_R8_GEMM(q6_k)() { return {}; }
 }  // namespace qs::kernels
 #endif
