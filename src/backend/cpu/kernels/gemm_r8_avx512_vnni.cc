@@ -100,8 +100,11 @@ struct Q80VKernels {
   }
 };
 
-// Same crossover as the AVX2 Q8_0 GEMM until measured otherwise: repacking pays from 8 tokens.
-constexpr int kQ80VMinTokens = 8;
+// Crossover against the row-major tiles at this level (microbench Gemm/Q8_0/tokens:N/threads:1,
+// 2560 x 2560, two interleaved rounds of builds with thresholds 8 and 4): 5 tokens 0.78-0.95 ->
+// 0.54-0.61 ms, 6 tokens 1.02-1.24 -> 0.57-0.64 ms; 4 tokens 0.68-0.69 vs 0.46-0.70 (undecided,
+// and a per-call repack of weights streamed from DRAM costs more than in this L3-resident test).
+constexpr int kQ80VMinTokens = 5;
 
 }  // namespace
 
