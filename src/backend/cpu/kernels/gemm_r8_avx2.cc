@@ -163,6 +163,55 @@ void q4_k_r8_tokens(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float
   for (int t = 0; t < NT; ++t) store_rows(_mm256_sub_ps(acc[t], macc[t]), n_rows, y + t * y_stride);
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+// The same product with vpdpbusd, compiled only when gemm_r8_evex_avx512_vnni.cc builds this file
+// with the AVX-512 VNNI flags (the avx512_vnni level's Q4_K GEMM). The 4-bit levels are unsigned
+// and the activations signed, as vpdpbusd wants: per 64 products of a token a broadcast pair and
+// two vpdpbusd into one int32 sum per (row, sub-block), instead of two maddubs and two int16 adds;
+// the sub-block scale is then one vpmulld (the int32 sum can exceed int16, so no madd). Per
+// super-block the int32 total equals q4_k_r8_tokens' exactly (integer sums), and the float steps are
+// the same, so results are bit-identical to it and to the row-major kernels.
+template <int NT>
+void q4_k_r8_tokens_vnni(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride,
+                         int n_rows) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F), low16 = _mm256_set1_epi32(0xFFFF);
+  __m256 acc[NT], macc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = macc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4KR8& x = w[b];
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i s32[NT];
+      for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        __m256i p = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.qs[j][v]));
+        __m256i lo = _mm256_and_si256(p, low_mask);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low_mask);
+        pin(lo);
+        pin(hi);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* q = a[t][b].qs + 32 * j + 4 * v;
+          s32[t] = _mm256_dpbusd_epi32(s32[t], lo, bcast32(q));
+          s32[t] = _mm256_dpbusd_epi32(s32[t], hi, bcast32(q + 16));
+          pin(s32[t]);
+        }
+      }
+      const __m256i sc = _mm256_and_si256(load256(x.scales[j]), low16);  // lane r: sc[j] of row r
+      for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
+    }
+    const __m256 d = _mm256_load_ps(x.d), dmin = _mm256_load_ps(x.dmin);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 da = _mm256_set1_ps(a[t][b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      macc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(min_products(x.mins, a[t][b])), macc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) store_rows(_mm256_sub_ps(acc[t], macc[t]), n_rows, y + t * y_stride);
+}
+#endif
+
 // --- Q6_K -------------------------------------------------------------------------------------
 
 // One super-block of 8 rows with the 6-bit quants decoded to bytes (0..63): qs[g][v] lane r holds
@@ -384,7 +433,11 @@ void q8_0_r8_tokens(int64_t nb, const Q80R8* w, const BlockQ8_0A* const* a, floa
 struct Q4KKernels {
   template <int NT>
   static void run(int64_t nb, const Q4KR8* w, const BlockQ8_K* const* a, float* y, size_t y_stride, int n_rows) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    q4_k_r8_tokens_vnni<NT>(nb, w, a, y, y_stride, n_rows);
+#else
     q4_k_r8_tokens<NT>(nb, w, a, y, y_stride, n_rows);
+#endif
   }
 };
 struct Q6KKernels {
