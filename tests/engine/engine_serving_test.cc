@@ -7,6 +7,7 @@
 #include <random>
 
 #include "support/engine_test_support.h"
+#include "support/gated_backend.h"
 
 namespace qs {
 namespace {
@@ -33,8 +34,16 @@ TEST_F(EngineFixture, PreemptionKeepsGreedyOutputsIdentical) {
     auto small_backend = cpu_test_backend(model, KvDType::kF16, 12, 32, 256);  // 192 tokens; the 8 sequences need ~50 blocks
     EngineOptions options = engine_options(8, 32);
     options.prefix_caching = prefix_caching;
-    Engine engine(*small_backend, tokenizer, options);
-    const std::vector<Collected> constrained = run_all(engine, requests);
+    // All 8 requests are queued before the first step (GatedBackend): submitted while the engine
+    // runs, early ones could finish before later ones arrive on a loaded machine, and nothing
+    // would need preempting.
+    GatedBackend gated(*small_backend);
+    Engine engine(gated, tokenizer, options);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& r : requests) streams.push_back(engine.submit(r));
+    gated.open();
+    std::vector<Collected> constrained;
+    for (auto& stream : streams) constrained.push_back(collect(*stream));
     int64_t preempted = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       EXPECT_EQ(constrained[i].error, "") << "request " << i;
