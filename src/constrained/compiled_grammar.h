@@ -14,20 +14,29 @@
 
 namespace qs::constrained {
 
+/// Merges the token classes of parser-stack tops. `tops`: sorted, distinct triples (position,
+/// r, m); for a position inside a counted repetition body r = max - k and m = min - k of the
+/// frame's count k, clamped to [0, max_token_bytes + 1] (ConditionalToken::holds gives the same
+/// answer for every unclamped value), else 0 0. `accepted` (`words` zero words) gets the accepted
+/// and holding conditional tokens; `uncertain` the uncertain ones not accepted, sorted, distinct.
+void merge_tops(const std::vector<int32_t>& tops, const TokenMaskCache& positions, size_t words,
+                uint32_t* accepted, std::vector<int32_t>& uncertain);
+
 /// The merged token classes of a set of parser-stack tops (several positions are live at once,
-/// e.g. every alternative of a character class): accepted tokens as one bitmask and the
-/// uncertain tokens (sorted, not already accepted). Shared by all matchers of a grammar; filled
-/// on first use, never evicted, at most `max_entries` entries (then computed per call).
+/// e.g. every alternative of a character class, or one repetition body position at several
+/// counts): accepted tokens as one bitmask and the uncertain tokens (sorted, not already
+/// accepted). Shared by all matchers of a grammar; filled on first use, never evicted, at most
+/// `max_entries` entries (then computed per call).
 class TopsMaskCache {
  public:
   struct Entry {
     std::vector<uint32_t> accepted;  // mask words
     std::vector<int32_t> uncertain;
   };
-  explicit TopsMaskCache(size_t max_entries = 512) : max_entries_(max_entries) {}
+  explicit TopsMaskCache(size_t max_entries = 1024) : max_entries_(max_entries) {}
 
-  /// The entry for sorted, distinct positions `tops`; nullptr when the cache is full and the
-  /// key absent (the caller then merges itself). Thread-safe.
+  /// The entry for the tops key of merge_tops(); nullptr when the cache is full and the key
+  /// absent (the caller then merges itself). Thread-safe.
   const Entry* find_or_build(const std::vector<int32_t>& tops, const TokenMaskCache& positions, size_t words);
 
  private:

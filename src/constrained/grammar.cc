@@ -9,6 +9,22 @@ namespace qs::constrained {
 
 void append(Sequence& seq, const Sequence& more) { seq.insert(seq.end(), more.begin(), more.end()); }
 
+namespace {
+
+/// Rules made only of byte sets (no references, no empty alternative), e.g. character classes.
+bool is_terminal_rule(const std::vector<Sequence>& alts) {
+  if (alts.empty() || alts.size() > 64) return false;
+  for (const auto& a : alts) {
+    if (a.empty()) return false;
+    for (const auto& s : a) {
+      if (s.rule >= 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 int32_t GrammarBuilder::declare(std::string name) {
   names_.push_back(std::move(name));
   rules_.emplace_back();
@@ -58,6 +74,26 @@ Sequence GrammarBuilder::repeat(const Sequence& body, int64_t min, int64_t max, 
     throw Error("repetition count " + std::to_string(std::max(min, max)) + " exceeds the limit " +
                 std::to_string(max_count));
   }
+  // One character repeated up to a large bound: a counted node over a private copy of the body
+  // (its positions then belong to this node only; see Repeat). Nodes are shared by equal bodies
+  // and bounds.
+  const bool one_char = body.size() == 1 && body[0].repeat < 0 &&
+                        (body[0].rule < 0 ? !body[0].bytes.empty()
+                                          : defined_[body[0].rule] && is_terminal_rule(rules_[body[0].rule]));
+  if (one_char && (max < 0 ? min : max) > kCountedFrom) {
+    const auto key = std::make_tuple(body[0].rule, body[0].rule < 0 ? body[0].bytes.words : std::array<uint64_t, 4>{},
+                                     min, max);
+    auto it = counted_.find(key);
+    if (it != counted_.end()) return {it->second};
+    const int32_t copy =
+        add_rule("repeat_body", body[0].rule >= 0 ? rules_[body[0].rule] : std::vector<Sequence>{{body[0]}});
+    Symbol node = Symbol::ref(copy);
+    node.repeat = static_cast<int32_t>(repeat_bounds_.size());
+    repeat_bounds_.push_back({static_cast<int32_t>(min), max < 0 ? Repeat::kUnbounded : static_cast<int32_t>(max)});
+    const Symbol wrapper = alt({{node}}, "repeat");
+    counted_.emplace(key, wrapper);
+    return {wrapper};
+  }
   Sequence out;
   for (int64_t i = 0; i < min; ++i) append(out, body);
   if (max < 0) {
@@ -80,8 +116,12 @@ Sequence GrammarBuilder::repeat(const Sequence& body, int64_t min, int64_t max, 
 
 namespace {
 
-bool alt_productive(const Sequence& a, const std::vector<bool>& productive) {
+/// `bounds`: GrammarBuilder's counted-repetition bounds (a repetition with min 0 is productive
+/// even when its body is not).
+bool alt_productive(const Sequence& a, const std::vector<bool>& productive,
+                    const std::vector<std::pair<int32_t, int32_t>>& bounds) {
   for (const auto& s : a) {
+    if (s.rule >= 0 && s.repeat >= 0 && bounds[static_cast<size_t>(s.repeat)].first == 0) continue;
     if (s.rule >= 0 ? !productive[s.rule] : s.bytes.empty()) return false;
   }
   return true;
@@ -90,18 +130,6 @@ bool alt_productive(const Sequence& a, const std::vector<bool>& productive) {
 }  // namespace
 
 namespace {
-
-/// Rules made only of byte sets (no references, no empty alternative), e.g. character classes.
-bool is_terminal_rule(const std::vector<Sequence>& alts) {
-  if (alts.empty() || alts.size() > 64) return false;
-  for (const auto& a : alts) {
-    if (a.empty()) return false;
-    for (const auto& s : a) {
-      if (s.rule >= 0) return false;
-    }
-  }
-  return true;
-}
 
 /// Inlines references to terminal rules (one alternative per combination, up to 256 per
 /// alternative), so that a character inside a loop does not end a rule: the mask cache then
@@ -115,7 +143,7 @@ std::vector<std::vector<Sequence>> inline_terminal_rules(const std::vector<std::
     for (const auto& a : rules[r]) {
       size_t product = 1;
       for (const auto& s : a) {
-        if (s.rule >= 0 && terminal[s.rule]) product *= rules[s.rule].size();
+        if (s.rule >= 0 && s.repeat < 0 && terminal[s.rule]) product *= rules[s.rule].size();
         if (product > 256) break;
       }
       if (product == 1 || product > 256) {
@@ -124,7 +152,7 @@ std::vector<std::vector<Sequence>> inline_terminal_rules(const std::vector<std::
       }
       std::vector<Sequence> partial{Sequence{}};
       for (const auto& s : a) {
-        if (s.rule >= 0 && terminal[s.rule]) {
+        if (s.rule >= 0 && s.repeat < 0 && terminal[s.rule]) {
           std::vector<Sequence> next;
           for (const auto& p : partial) {
             for (const auto& t : rules[s.rule]) {
@@ -173,7 +201,7 @@ Grammar GrammarBuilder::build(int32_t root) const {
     for (size_t r = 0; r < n; ++r) {
       if (productive[r] || !reach[r]) continue;
       for (const auto& a : rules_[r]) {
-        if (alt_productive(a, productive)) {
+        if (alt_productive(a, productive, repeat_bounds_)) {
           productive[r] = changed = true;
           break;
         }
@@ -189,7 +217,7 @@ Grammar GrammarBuilder::build(int32_t root) const {
   id[root] = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     for (const auto& a : rules_[order[i]]) {
-      if (!alt_productive(a, productive)) continue;
+      if (!alt_productive(a, productive, repeat_bounds_)) continue;
       for (const auto& s : a) {
         if (s.rule >= 0 && id[s.rule] < 0) {
           id[s.rule] = static_cast<int32_t>(order.size());
@@ -206,9 +234,12 @@ Grammar GrammarBuilder::build(int32_t root) const {
     for (size_t i = 0; i < m; ++i) {
       if (nullable[i]) continue;
       for (const auto& a : rules_[order[i]]) {
-        if (!alt_productive(a, productive)) continue;
+        if (!alt_productive(a, productive, repeat_bounds_)) continue;
         bool all = true;
-        for (const auto& s : a) all = all && s.rule >= 0 && nullable[id[s.rule]];
+        for (const auto& s : a) {
+          all = all && s.rule >= 0 &&
+                (s.repeat >= 0 ? repeat_bounds_[static_cast<size_t>(s.repeat)].first == 0 : nullable[id[s.rule]]);
+        }
         if (all) {
           nullable[i] = changed = true;
           break;
@@ -223,9 +254,13 @@ Grammar GrammarBuilder::build(int32_t root) const {
   std::vector<std::vector<std::pair<int32_t, bool>>> left(m);  // (target, tail call)
   for (size_t i = 0; i < m; ++i) {
     for (const auto& a : rules_[order[i]]) {
-      if (!alt_productive(a, productive)) continue;
+      if (!alt_productive(a, productive, repeat_bounds_)) continue;
       for (size_t k = 0; k < a.size(); ++k) {
         if (a[k].rule < 0) break;
+        if (a[k].repeat >= 0) {  // a terminal body: no edge (it calls no rule)
+          if (repeat_bounds_[static_cast<size_t>(a[k].repeat)].first == 0) continue;
+          break;
+        }
         left[i].push_back({id[a[k].rule], k + 1 == a.size()});
         if (!nullable[id[a[k].rule]]) break;
       }
@@ -285,14 +320,24 @@ Grammar GrammarBuilder::build(int32_t root) const {
   g.root = 0;
   g.alternatives.resize(m);
   g.rule_names.resize(m);
+  g.repeat_of_body.assign(m, -1);
   std::map<std::array<uint64_t, 4>, int32_t> set_ids;
   for (size_t i = 0; i < m; ++i) {
     g.rule_names[i] = names_[order[i]];
     for (const auto& a : rules_[order[i]]) {
-      if (!alt_productive(a, productive)) continue;
+      if (!alt_productive(a, productive, repeat_bounds_)) continue;
       g.alternatives[i].push_back(static_cast<int32_t>(g.elements.size()));
       for (const auto& s : a) {
-        if (s.rule >= 0) {
+        if (s.repeat >= 0) {
+          const auto [lo, hi] = repeat_bounds_[static_cast<size_t>(s.repeat)];
+          const int32_t body = id[s.rule];
+          if (g.repeat_of_body[static_cast<size_t>(body)] >= 0) {
+            throw Error("grammar rule '" + names_[s.rule] + "' is the body of two counted repetitions");
+          }
+          g.repeat_of_body[static_cast<size_t>(body)] = static_cast<int32_t>(g.elements.size());
+          g.elements.push_back({Element::Kind::kRepeat, static_cast<int32_t>(g.repeats.size()), static_cast<int32_t>(i)});
+          g.repeats.push_back({body, lo, hi});
+        } else if (s.rule >= 0) {
           g.elements.push_back({Element::Kind::kRule, id[s.rule], static_cast<int32_t>(i)});
         } else {
           auto [it, fresh] = set_ids.emplace(s.bytes.words, static_cast<int32_t>(g.sets.size()));

@@ -4,26 +4,33 @@
 // A grammar is a set of rules; a rule is a list of alternatives; an alternative is a sequence of
 // symbols, each either a set of bytes (one input byte from the set) or a reference to a rule.
 // GrammarBuilder collects rules (with helpers for literals, optional parts and bounded or
-// unbounded repetition, which become right-recursive helper rules), then build() checks and
+// unbounded repetition, which become right-recursive helper rules, or a counted repetition node
+// for a large bound on a one-character body), then build() checks and
 // flattens them into a Grammar: every alternative becomes a run of Elements ending in kEnd, so a
 // parser position is one int32 index into Grammar::elements (the layout llama.cpp's GBNF engine
 // uses; the code here is our own).
 #pragma once
 
+#include <array>
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "constrained/byte_set.h"
 
 namespace qs::constrained {
 
-/// One grammar symbol: a byte set (rule < 0) or a reference to rule `rule`.
+/// One grammar symbol: a byte set (rule < 0), a reference to rule `rule` (repeat < 0), or a
+/// counted repetition rule{min,max} of a terminal rule (repeat >= 0: index of the builder's
+/// bounds; see GrammarBuilder::repeat).
 struct Symbol {
   int32_t rule = -1;
   ByteSet bytes;
+  int32_t repeat = -1;
 
   static Symbol ref(int32_t r) { return Symbol{r, {}}; }
   static Symbol set(const ByteSet& b) { return Symbol{-1, b}; }
@@ -35,10 +42,22 @@ using Sequence = std::vector<Symbol>;
 void append(Sequence& seq, const Sequence& more);
 
 struct Element {
-  enum class Kind : uint8_t { kBytes, kRule, kEnd };
+  enum class Kind : uint8_t { kBytes, kRule, kEnd, kRepeat };
   Kind kind;
-  int32_t arg;   // kBytes: index into Grammar::sets; kRule: the referenced rule; kEnd: -1
+  int32_t arg;   // kBytes: index into Grammar::sets; kRule: the referenced rule; kEnd: -1;
+                 // kRepeat: index into Grammar::repeats
   int32_t rule;  // the rule this element belongs to
+};
+
+/// A counted repetition body{min,max}: the parser keeps the number of completed iterations in
+/// the stack frame of the kRepeat element (as XGrammar / llguidance do for bounded repeats), so
+/// the grammar and its mask cache do not grow with the bound. `body` is a terminal rule (byte
+/// sets only, every alternative non-empty) called from this element only.
+struct Repeat {
+  int32_t body;
+  int32_t min;
+  int32_t max;  // kUnbounded: no upper bound
+  static constexpr int32_t kUnbounded = INT32_MAX;
 };
 
 /// A checked, flattened grammar. Invariants established by GrammarBuilder::build(): every rule
@@ -54,6 +73,9 @@ struct Grammar {
   std::vector<std::vector<int32_t>> return_positions;
   /// rule -> completing the rule may complete the whole grammar (root, or tail-called by it).
   std::vector<uint8_t> can_end;
+  std::vector<Repeat> repeats;
+  /// rule -> the position of the kRepeat element whose body it is, or -1.
+  std::vector<int32_t> repeat_of_body;
   int32_t root = 0;
 };
 
@@ -84,9 +106,13 @@ class GrammarBuilder {
   Symbol opt(Sequence body);
   Symbol star(Sequence body);
   Symbol plus(Sequence body);
-  /// body{min,max} (max < 0: unbounded) as a sequence: min copies, then a chain of optional ones.
+  /// body{min,max} (max < 0: unbounded) as a sequence. A one-character body (a byte set or a
+  /// defined terminal rule: byte sets only, no empty alternative) with a bound above
+  /// kCountedFrom becomes one counted repetition node (Grammar::repeats; its size and compile
+  /// cost do not depend on the bound); otherwise min copies, then a chain of optional ones.
   /// Throws qs::Error when min or max exceed `max_count`.
   Sequence repeat(const Sequence& body, int64_t min, int64_t max, int64_t max_count = 100000);
+  static constexpr int64_t kCountedFrom = 8;
 
   /// Checks and flattens the rules reachable from `root`. Throws qs::Error naming the rule for an
   /// undefined rule, left recursion, or a root that derives no finite string; alternatives that
@@ -100,6 +126,8 @@ class GrammarBuilder {
   std::vector<std::vector<Sequence>> rules_;
   std::vector<bool> defined_;
   std::map<int32_t, std::vector<Symbol>> opt_chains_;  // repeat(): optional chains per body rule
+  std::vector<std::pair<int32_t, int32_t>> repeat_bounds_;  // Symbol::repeat -> (min, max)
+  std::map<std::tuple<int32_t, std::array<uint64_t, 4>, int64_t, int64_t>, Symbol> counted_;  // shared nodes
 };
 
 }  // namespace qs::constrained

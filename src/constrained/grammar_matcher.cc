@@ -1,6 +1,7 @@
 #include "constrained/grammar_matcher.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "core/error.h"
@@ -105,32 +106,39 @@ void GrammarMatcher::compute_mask(uint32_t* words) {
   std::memset(words, 0, nwords * sizeof(uint32_t));
   const auto& state = history_.back();
   if (!is_terminated()) {
-    // Distinct top positions of the live stacks; their merged classes come from the shared cache.
-    tops_.clear();
+    // Distinct tops of the live stacks (merge_tops() triples: a position inside a counted
+    // repetition body with its frame's remaining and missing iterations); their merged classes
+    // come from the shared cache.
+    const Grammar& g = grammar_->grammar;
+    const auto clamp_limit = static_cast<int64_t>(v.max_token_bytes()) + 1;
+    keys_.clear();
     for (int32_t s : state) {
-      if (s >= 2) tops_.push_back(pool_.top(s));
+      if (s < 2) continue;
+      const int32_t p = pool_.top(s);
+      std::array<int32_t, 3> key{p, 0, 0};
+      const int32_t rep = g.repeat_of_body[static_cast<size_t>(g.elements[p].rule)];
+      if (rep >= 0) {
+        const Repeat& r = g.repeats[static_cast<size_t>(g.elements[rep].arg)];
+        const int64_t k = pool_.count(pool_.parent(s));
+        key[1] = static_cast<int32_t>(std::clamp<int64_t>(int64_t{r.max} - k, 0, clamp_limit));
+        key[2] = static_cast<int32_t>(std::clamp<int64_t>(int64_t{r.min} - k, 0, clamp_limit));
+      }
+      keys_.push_back(key);
     }
-    std::sort(tops_.begin(), tops_.end());
-    tops_.erase(std::unique(tops_.begin(), tops_.end()), tops_.end());
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    tops_.clear();
+    for (const auto& key : keys_) tops_.insert(tops_.end(), key.begin(), key.end());
     const TokenMaskCache& positions = *grammar_->position_tokens;
+    const bool plain = keys_.size() == 1 && positions.at(keys_[0][0]).conditional.empty();
     const TopsMaskCache::Entry* merged =
-        tops_.size() > 1 ? grammar_->tops_cache.find_or_build(tops_, positions, nwords) : nullptr;
+        !keys_.empty() && !plain ? grammar_->tops_cache.find_or_build(tops_, positions, nwords) : nullptr;
     group_.clear();
     if (merged != nullptr) {
       std::memcpy(words, merged->accepted.data(), nwords * sizeof(uint32_t));
       group_ = merged->uncertain;
     } else {
-      for (int32_t p : tops_) {
-        const PositionTokens& pt = positions.at(p);
-        if (!pt.accepted_bits.empty()) {
-          const uint32_t* src = pt.accepted_bits.data();
-          for (size_t w = 0; w < nwords; ++w) words[w] |= src[w];
-        }
-        for (int32_t id : pt.accepted_ids) words[id >> 5] |= 1u << (id & 31);
-        group_.insert(group_.end(), pt.uncertain.begin(), pt.uncertain.end());
-      }
-      std::sort(group_.begin(), group_.end());
-      group_.erase(std::unique(group_.begin(), group_.end()), group_.end());
+      merge_tops(tops_, positions, nwords, words, group_);
     }
     // Uncertain tokens, each checked once against the whole state by the exact parser.
     for (int32_t id : group_) {

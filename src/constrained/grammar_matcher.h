@@ -12,6 +12,7 @@
 // allowed token keeps the output completable (no dead ends).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -68,6 +69,7 @@ class GrammarMatcher {
   std::vector<CachedMask> mask_cache_;
   size_t mask_cache_next_ = 0;
   std::vector<int32_t> scratch_a_, scratch_b_, group_, tops_;
+  std::vector<std::array<int32_t, 3>> keys_;
 };
 
 }  // namespace qs::constrained

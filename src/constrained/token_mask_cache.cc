@@ -50,8 +50,10 @@ class StateTable {
     trans_[at] = r;  // re-indexed: intern may have grown trans_
     return r;
   }
-  /// A token ending in this state: 2 accepted, 1 uncertain.
+  /// A token ending in this state: 2 accepted, 1 uncertain, 3 conditional (stay() / exit()).
   uint8_t verdict(int32_t state) const { return verdict_[state]; }
+  int32_t stay(int32_t state) const { return stay_[state]; }
+  int32_t exit(int32_t state) const { return exit_[state]; }
   /// The raw transition rows for the walk's inner loop: entry state * n_classes() +
   /// class_of()[b] is next(state, b) once known, -2 before (the pointer changes when next()
   /// adds a state).
@@ -69,9 +71,28 @@ class StateTable {
       }
       states_.push_back(stacks);
       trans_.resize(trans_.size() + classes_.count, -2);
-      bool exact = false;
-      for (int32_t s : stacks) exact = exact || !pool_.is_approx(s);
-      verdict_.push_back(exact ? 2 : 1);
+      // Unconditional exact stacks accept; otherwise exact conditional stacks make the token
+      // conditional (the least `stay`, one `exit` value) unless an approximated stack or two
+      // different exits would need an exact check at mask time.
+      bool uncond = false, approx = false, two_exits = false;
+      int32_t stay = -1, exit = -1;
+      for (int32_t s : stacks) {
+        if (pool_.is_approx(s)) {
+          approx = true;
+          continue;
+        }
+        const StackPool::Condition c = pool_.condition(s);
+        if (c.kind == 0) uncond = true;
+        if (c.kind == 1 && (stay < 0 || c.value < stay)) stay = c.value;
+        if (c.kind == 2) {
+          two_exits = two_exits || (exit >= 0 && exit != c.value);
+          exit = c.value;
+        }
+      }
+      const bool conditional = stay >= 0 || exit >= 0;
+      verdict_.push_back(uncond ? 2 : (conditional && !approx && !two_exits) ? 3 : 1);
+      stay_.push_back(stay);
+      exit_.push_back(exit);
     }
     return it->second;
   }
@@ -83,6 +104,7 @@ class StateTable {
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
   std::vector<int32_t> trans_;
   std::vector<uint8_t> verdict_;
+  std::vector<int32_t> stay_, exit_;
   std::vector<int32_t> scratch_;
 };
 
@@ -124,9 +146,12 @@ PositionTokens classify(const Grammar& grammar, const TokenVocabulary& vocab, St
     states[node.depth] = st;
     if (node.has_tokens) {
       const auto [begin, end] = vocab.token_range(i);
-      if (table.verdict(st) == 2) {
+      const uint8_t verdict = table.verdict(st);
+      if (verdict == 2) {
         for (int32_t k = begin; k < end; ++k) words[tokens[k] >> 5] |= 1u << (tokens[k] & 31);
         n_accepted += static_cast<size_t>(end - begin);
+      } else if (verdict == 3) {
+        for (int32_t k = begin; k < end; ++k) pt.conditional.push_back({tokens[k], table.stay(st), table.exit(st)});
       } else {
         pt.uncertain.insert(pt.uncertain.end(), tokens.begin() + begin, tokens.begin() + end);
       }
@@ -146,6 +171,8 @@ PositionTokens classify(const Grammar& grammar, const TokenVocabulary& vocab, St
   }
   std::fill(bits.begin(), bits.end(), 0u);
   std::sort(pt.uncertain.begin(), pt.uncertain.end());
+  std::sort(pt.conditional.begin(), pt.conditional.end(),
+            [](const ConditionalToken& a, const ConditionalToken& b) { return a.id < b.id; });
   return pt;
 }
 

@@ -10,17 +10,24 @@
 //                approximated context (any position that may follow the rule). It must be
 //                checked against the real stack at mask time.
 //   - rejected:  everything else; never allowed after P.
-// At mask time the matcher ORs the accepted sets of its stacks' tops and checks the (usually
-// few) uncertain tokens exactly.
+//   - conditional: (P inside the body of a counted repetition, Grammar::repeats) the token is
+//                accepted for some counts k of the repetition's frame only: it starts `stay` more
+//                iterations (valid when k + stay <= max) or leaves the repetition after
+//                `exit` more (valid when min <= k + exit <= max). The matcher knows k.
+// At mask time the matcher ORs the accepted sets of its stacks' tops, adds the conditional
+// tokens whose condition holds, and checks the (usually few) uncertain tokens exactly.
 //
 // When: positions where a token boundary is common are classified at compile time: the first
 // element of an alternative and the element after a rule call. Positions inside a byte sequence
 // (after a byte of the same alternative: the rest of a UTF-8 character, the character after a
 // backslash, the hex digits of \uXXXX, the rest of a literal) are classified on first use, once
-// per compiled grammar: a token rarely ends there, and in a length-bounded JSON string
-// (maxLength N unrolls into N chain positions, each with its escapes and UTF-8 continuations)
-// they were about half of the compile time. The result is the same either way; only when it is
-// computed differs.
+// per compiled grammar: a token rarely ends there (they were about half of the compile time of
+// length-bounded strings when maxLength N still unrolled into N chain positions). The result is
+// the same either way; only when it is computed differs.
+//
+// Counted repetitions: a position inside a repetition body is classified once, above a relative
+// frame (pda.h), whatever the bound; tokens that need more iterations or leave the repetition
+// become conditional, resolved per mask by the count (merge_tops in compiled_grammar.h).
 #pragma once
 
 #include <atomic>
@@ -35,15 +42,27 @@
 
 namespace qs::constrained {
 
+/// A conditional token of a position inside a counted repetition body; -1: no such path.
+struct ConditionalToken {
+  int32_t id;
+  int32_t stay;  // more iterations started (>= 1)
+  int32_t exit;  // more iterations completed before leaving the repetition (>= 0)
+
+  /// The condition holds for r = max - k remaining and m = min - k missing iterations.
+  bool holds(int64_t r, int64_t m) const { return (stay >= 0 && stay <= r) || (exit >= 0 && m <= exit && exit <= r); }
+};
+
 struct PositionTokens {
   /// Accepted tokens, either as a bitmask of TokenVocabulary::mask_words() words (when large) or
   /// as sorted ids (when small); exactly one of the two is non-empty, or both are empty.
   std::vector<uint32_t> accepted_bits;
   std::vector<int32_t> accepted_ids;
   std::vector<int32_t> uncertain;  // sorted token ids
+  std::vector<ConditionalToken> conditional;  // by id
 
   size_t memory_bytes() const {
-    return accepted_bits.size() * 4 + accepted_ids.size() * 4 + uncertain.size() * 4;
+    return accepted_bits.size() * 4 + accepted_ids.size() * 4 + uncertain.size() * 4 +
+           conditional.size() * sizeof(ConditionalToken);
   }
 };
 
