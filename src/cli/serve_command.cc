@@ -311,6 +311,10 @@ Command register_serve(CLI::App& app) {
                      "Tokens per forward step: decode tokens + prefill chunks (chunked prefill; "
                      "--device cuda: 2048 unless set)")
           ->check(kPositive)->capture_default_str();
+  app.add_option("--mask-threads", e.mask_threads,
+                 "Threads computing structured-output token masks while the backend runs a step (0: on "
+                 "the engine thread after the step)")
+      ->check(kNonNegative)->capture_default_str();
   app.add_option("--prefill-slack", e.prefill_slack,
                  "A step that prefills next to running decodes may take (1 + X) times a decode-only "
                  "step (chunk size learned from measured step times; keeps ITL flat). 0: chunks of "
