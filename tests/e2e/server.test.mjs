@@ -758,6 +758,14 @@ test('413 for an oversized body, 415 for text/plain', async () => {
     headers: { 'Content-Type': 'text/plain' },
   });
   assertError(plain, 415);
+  // The message quotes the client's header JSON-escaped and cut to its first 64 bytes.
+  const longType = `text/plain; x="${'a'.repeat(2000)}"`;
+  const long = await limits.request('POST', '/v1/chat/completions', {
+    rawBody: '{}', headers: { 'Content-Type': longType },
+  });
+  assertError(long, 415);
+  assert.equal(long.json.error.message, 'Content-Type must be application/json, got ' +
+    `${JSON.stringify(longType.slice(0, 64))}... (${longType.length} bytes)`);
   // A small JSON body still works.
   const ok = await limits.post('/v1/chat/completions', { model: 'qwenserve', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
   assert.equal(ok.status, 200, ok.text);

@@ -102,6 +102,40 @@ TEST(HttpReply, OtherContentTypeIs415) {
   }
 }
 
+// The 415 message quotes the client's Content-Type (it used to echo it raw: any length, control
+// bytes included). Reference: the quoted part is a JSON string literal (RFC 8259 section 7) whose
+// value is the header read as ISO-8859-1, so nlohmann's parser must give back exactly that text.
+TEST(HttpReply, Unsupported415QuotesTheContentTypeBoundedAndEscaped) {
+  const std::string type = "text/plain; q=\"x\\y\"\x01\t\x7f\xff";
+  const std::string prefix = "Content-Type must be application/json, got ";
+  try {
+    parse_json_body(post("{}", type));
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 415);
+    EXPECT_EQ(std::string(e.what()), prefix + R"("text/plain; q=\"x\\y\"\u0001\u0009\u007f\u00ff")");
+    std::string latin1_as_utf8;
+    for (const char ch : type) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c < 0x80) {
+        latin1_as_utf8 += ch;
+      } else {
+        latin1_as_utf8 += static_cast<char>(0xc0 | (c >> 6));
+        latin1_as_utf8 += static_cast<char>(0x80 | (c & 0x3f));
+      }
+    }
+    EXPECT_EQ(json::parse(std::string(e.what()).substr(prefix.size())).get<std::string>(), latin1_as_utf8);
+  }
+  const std::string long_type = "text/" + std::string(10000, 'a');
+  try {
+    parse_json_body(post("{}", long_type));
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(std::string(e.what()), prefix + '"' + long_type.substr(0, 64) + "\"... (10005 bytes)");
+    for (const char ch : std::string(e.what())) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << static_cast<int>(ch);
+  }
+}
+
 TEST(HttpReply, MalformedJsonIs400) {
   for (const char* body : {"", "{", "{\"a\": }", "[1,]", "nul"}) {
     try {

@@ -1,6 +1,7 @@
 #include "server/routes/http_reply.h"
 
 #include <string>
+#include <string_view>
 
 #include "server/openai_request.h"
 #include "server/request_deadline.h"
@@ -19,11 +20,33 @@ void send_error(httplib::Response& res, const ApiError& error) {
   }
 }
 
+std::string quote_header_value(std::string_view value, size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (size_t i = 0; i < value.size() && i < max_bytes; ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {  // control character, DEL or obs-text byte (ISO-8859-1, RFC 9110 section 5.5)
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  out += '"';
+  if (value.size() > max_bytes) out += "... (" + std::to_string(value.size()) + " bytes)";
+  return out;
+}
+
 nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
   const std::string type = req.get_header_value("Content-Type");
   if (!type.empty() && type.rfind("application/json", 0) != 0) {
-    throw ApiError(415, "Content-Type must be application/json, got " + type, "", "invalid_request_error",
-                   "unsupported_media_type");
+    // The client's header goes into the message quoted: bounded, escaped, no raw control bytes.
+    throw ApiError(415, "Content-Type must be application/json, got " + quote_header_value(type), "",
+                   "invalid_request_error", "unsupported_media_type");
   }
   request_deadline::body_received();  // the body has arrived: its deadline no longer applies
   return parse_json_limited(req.body);  // 400 invalid_json, or json_too_deep past kMaxJsonDepth levels
