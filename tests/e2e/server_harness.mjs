@@ -8,6 +8,9 @@
 //   QS_TOKENIZER_DIR  directory with the Qwen3 tokenizer.json / tokenizer_config.json
 //                     (default .cache/tokenizer-qwen3 in the repository)
 //   QS_PYTHON         Python 3 with numpy for the model maker (default /usr/bin/python3)
+//   QS_E2E_TIME_SCALE how many times slower than the release build the server under test runs
+//                     (default 1; scripts/test.sh sets it for the ASan and TSan servers): tests
+//                     multiply the waits that stand for "the server hangs" by it (scaled())
 import { spawn, execFile } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -24,6 +27,10 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 export const QS_BIN = path.resolve(REPO_ROOT, process.env.QS_BIN || 'build/release/qwenserve');
 export const TOKENIZER_DIR = path.resolve(REPO_ROOT, process.env.QS_TOKENIZER_DIR || '.cache/tokenizer-qwen3');
 const PYTHON = process.env.QS_PYTHON || '/usr/bin/python3';
+/** QS_E2E_TIME_SCALE (>= 1; default 1). */
+export const TIME_SCALE = Math.max(1, Number(process.env.QS_E2E_TIME_SCALE) || 1);
+/** `ms` (a bound measured on the release build) times TIME_SCALE. */
+export const scaled = (ms) => ms * TIME_SCALE;
 
 let workDirCache = null;
 /** Scratch directory for this run (QS_WORK_DIR/e2e-<pid>, or a fresh temp directory). */
