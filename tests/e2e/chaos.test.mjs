@@ -63,7 +63,17 @@ function connection(port, script, timeoutMs = scaled(30000), label = script.name
     const t0 = performance.now();
     const sock = net.connect(port, '127.0.0.1');
     const state = { received: Buffer.alloc(0), destroyedByUs: false, onData: null };
-    const timer = setTimeout(() => { sock.destroy(); reject(new Error(`${label}: connection still open after ${timeoutMs} ms`)); }, timeoutMs);
+    const timer = setTimeout(async () => {
+      // A hang or a slow queue? The engine's gauges at this moment tell (still working = slow).
+      const gauges = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) })
+        .then((r) => r.text())
+        .then((text) => text.split('\n').filter((l) => /^qwenserve_num_requests_(running|waiting) /.test(l)).join(', '))
+        .catch((e) => `no /metrics: ${e.message}`);
+      sock.destroy();
+      const got = state.received.toString('utf8');
+      reject(new Error(`${label}: connection still open after ${timeoutMs} ms (server: ${gauges}); received ` +
+        `${got.length} bytes: ${JSON.stringify(got.length > 600 ? `${got.slice(0, 300)} ... ${got.slice(-300)}` : got)}`));
+    }, timeoutMs);
     sock.on('data', (d) => { state.received = Buffer.concat([state.received, d]); if (state.onData) state.onData(state.received); });
     sock.on('error', () => {});
     sock.on('close', () => {
