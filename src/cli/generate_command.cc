@@ -7,6 +7,7 @@
 
 #include "cli/number_validators.h"
 #include "cli/commands.h"
+#include "cli/draft_model.h"
 #include "cli/runtime.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
@@ -51,9 +52,17 @@ std::vector<int32_t> stop_tokens(const Tokenizer& tokenizer) {
 }
 
 int run_generate(const GenerateOptions& opt) {
-  const SpecDecodeOptions spec = opt.spec.resolve();  // a bad --speculative-config fails before loading
+  std::string draft_path;
+  const SpecDecodeOptions spec = opt.spec.resolve(&draft_path);  // a bad --speculative-config fails before loading
   Runtime rt = make_runtime(opt.runtime);
   const auto tokenizer = load_tokenizer(*rt.model);
+  DraftModel draft;
+  if (spec.draft_model) {
+    // KV for one sequence of the context plus the k - 1 drafts computed past it.
+    draft = load_draft_model(draft_path, opt.runtime, *rt.model, *tokenizer, rt.backend->limits(),
+                             static_cast<int32_t>(kv_blocks_for_context(rt.ctx_tokens + kMaxDraftTokens)));
+    if (!opt.json) std::fprintf(stderr, "%s\n", draft.describe().c_str());
+  }
   const std::string text = opt.chat ? chatml_prompt(opt.system, opt.prompt) : opt.prompt;
   const std::vector<int32_t> prompt_ids = tokenizer->encode(text);
   const int64_t model_vocab = rt.model->config.vocab_size;
@@ -86,7 +95,7 @@ int run_generate(const GenerateOptions& opt) {
       std::fflush(stdout);
     }
   };
-  Generator generator(*rt.backend);
+  Generator generator(*rt.backend, draft.backend.get());
   const GenerationResult result = generator.run(prompt_ids, gen, [&](int32_t token) {
     const bool is_stop = std::find(gen.stop_token_ids.begin(), gen.stop_token_ids.end(), token) !=
                          gen.stop_token_ids.end();
@@ -112,9 +121,12 @@ int run_generate(const GenerateOptions& opt) {
           {"decode_tokens_per_second", result.decode_tokens_per_second()}}},
     };
     if (gen.spec.enabled()) {
-      out["speculative"] = {{"draft_tokens", result.spec_draft_tokens},
+      out["speculative"] = {{"method", gen.spec.draft_model ? "draft_model" : "ngram"},
+                            {"draft_tokens", result.spec_draft_tokens},
                             {"accepted_tokens", result.spec_accepted_tokens},
-                            {"decode_steps", result.decode_steps}};
+                            {"decode_steps", result.decode_steps},
+                            {"propose_ms", result.spec_propose_ms},
+                            {"propose_steps", result.spec_propose_steps}};
     }
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
@@ -130,9 +142,12 @@ int run_generate(const GenerateOptions& opt) {
       const double rate = result.spec_draft_tokens > 0
                               ? static_cast<double>(result.spec_accepted_tokens) / static_cast<double>(result.spec_draft_tokens)
                               : 0.0;
-      std::fprintf(stderr, "speculative: %lld drafts, %lld accepted (%.2f), %lld decode steps\n",
-                   static_cast<long long>(result.spec_draft_tokens), static_cast<long long>(result.spec_accepted_tokens),
-                   rate, static_cast<long long>(result.decode_steps));
+      const double propose_ms_per_step =
+          result.spec_propose_steps > 0 ? result.spec_propose_ms / static_cast<double>(result.spec_propose_steps) : 0.0;
+      std::fprintf(stderr, "speculative (%s): %lld drafts, %lld accepted (%.2f), %lld decode steps, drafting %.2f ms per step\n",
+                   gen.spec.draft_model ? "draft model" : "ngram", static_cast<long long>(result.spec_draft_tokens),
+                   static_cast<long long>(result.spec_accepted_tokens), rate, static_cast<long long>(result.decode_steps),
+                   propose_ms_per_step);
     }
   }
   return 0;

@@ -20,6 +20,7 @@
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/runtime.h"
+#include "cli/draft_model.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -92,8 +93,9 @@ int32_t kv_blocks_for(const Backend& backend, const ServeOptions& opt, int64_t c
   return kv_blocks_for_budget(in);
 }
 
-std::string spec_summary(const SpecDecodeOptions& spec) {
+std::string spec_summary(const SpecDecodeOptions& spec, const DraftModel& draft) {
   if (!spec.enabled()) return "speculative decoding off";
+  if (spec.draft_model) return "speculative decoding with " + draft.describe() + " x " + std::to_string(spec.draft_max) + " drafts";
   return "speculative decoding ngram " + std::to_string(spec.ngram_min) + ".." + std::to_string(spec.ngram_max) +
          " x " + std::to_string(spec.draft_max) + " drafts";
 }
@@ -178,7 +180,8 @@ int run_serve(ServeOptions opt) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   check_configuration(opt);
-  const SpecDecodeOptions spec = opt.spec.resolve();  // a bad --speculative-config fails before loading
+  std::string draft_path;
+  const SpecDecodeOptions spec = opt.spec.resolve(&draft_path);  // a bad --speculative-config fails before loading
 
   const char* stage = "loading the model";
   try {
@@ -218,8 +221,15 @@ int run_serve(ServeOptions opt) {
       throw Error("cannot allocate the KV cache (" + std::to_string(kv_blocks) + " blocks of " +
                   std::to_string(kKvBlockSize) + " tokens): lower --kv-cache-memory or --ctx-size");
     }
+    DraftModel draft;
+    if (spec.draft_model) {
+      stage = "loading the draft model";
+      // As many KV blocks as the target's, plus room for the k - 1 drafts of every sequence.
+      draft = load_draft_model(draft_path, opt.runtime, *model, *tokenizer, backend->limits(),
+                               kv_blocks + 2 * backend->limits().max_seqs, kComputeNice);
+    }
     stage = "starting the engine";
-    Engine engine(*backend, *tokenizer, engine_options);
+    Engine engine(*backend, *tokenizer, engine_options, draft.backend.get());
     metrics::ExportOptions export_options;
     export_options.vllm_compat = opt.metrics_compat == "vllm";
     export_options.model_name = opt.server.served_model_name;
@@ -261,7 +271,7 @@ int run_serve(ServeOptions opt) {
                  model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
                  server.bound_port(), static_cast<long long>(engine.context_tokens()), backend->kv_blocks(),
                  static_cast<long long>(backend->kv_blocks()) * kKvBlockSize, backend->kv_allocated_bytes() / 1048576.0,
-                 engine_options.prefix_caching ? "on" : "off", spec_summary(engine_options.spec).c_str(),
+                 engine_options.prefix_caching ? "on" : "off", spec_summary(engine_options.spec, draft).c_str(),
                  opt.server.http_threads, backend->describe().c_str());
     stage = "serving";
     if (!server.listen()) {

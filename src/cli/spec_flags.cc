@@ -24,35 +24,60 @@ void SpecFlags::add_to(CLI::App& command) {
                      "Speculative decoding by n-gram prompt lookup: draft from the prompt and output so far, "
                      "matching keys of up to N tokens (0: off)")
       ->check(CLI::Range(0, kMaxDraftTokens))->capture_default_str();
-  command.add_option("--draft-max", draft_max, "Draft tokens verified per step at most (with --spec-ngram)")
+  command.add_option("-md,--model-draft", model_draft,
+                     "Speculative decoding with a draft model: a smaller GGUF / HF model with the same tokenizer "
+                     "(e.g. Qwen3-0.6B for Qwen3-8B), run greedily on its own CPU backend and KV cache");
+  command.add_option("--draft-max", draft_max, "Draft tokens verified per step at most (with --spec-ngram or --model-draft)")
       ->check(CLI::Range(1, kMaxDraftTokens))->capture_default_str();
   command.add_option("--speculative-config", speculative_config,
-                     "vLLM-style JSON, e.g. {\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":3}");
+                     "vLLM-style JSON, e.g. {\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":3} "
+                     "or {\"model\":\"draft.gguf\",\"num_speculative_tokens\":4}");
 }
 
-SpecDecodeOptions SpecFlags::resolve() const {
+SpecDecodeOptions SpecFlags::resolve(std::string* draft_model_path) const {
   SpecDecodeOptions spec;
+  std::string draft_path;
   if (speculative_config.empty()) {
+    if (ngram > 0 && !model_draft.empty()) throw Error("give either --spec-ngram or --model-draft, not both");
     if (ngram > 0) {
       spec.ngram_max = ngram;
       spec.draft_max = draft_max;
+    } else if (!model_draft.empty()) {
+      spec.draft_model = true;
+      spec.draft_max = draft_max;
+      draft_path = model_draft;
     }
-    return spec;
+  } else {
+    if (ngram > 0 || !model_draft.empty()) {
+      throw Error("give either --speculative-config or --spec-ngram / --model-draft, not both");
+    }
+    const nlohmann::json config = nlohmann::json::parse(speculative_config, nullptr, false);
+    if (config.is_discarded() || !config.is_object()) throw Error("--speculative-config: not a JSON object");
+    const bool has_model = config.contains("model") && !config["model"].is_null();
+    std::string method = has_model ? "draft_model" : "ngram";
+    if (config.contains("method") && !config["method"].is_null()) {
+      if (!config["method"].is_string()) throw Error("--speculative-config: method must be a string");
+      method = config["method"].get<std::string>();
+    }
+    spec.draft_max = int_field(config, "num_speculative_tokens", draft_max, 1, kMaxDraftTokens);
+    if (method == "ngram") {
+      if (has_model) throw Error("--speculative-config: \"model\" is for method \"draft_model\", not \"ngram\"");
+      spec.ngram_max = int_field(config, "prompt_lookup_max", 3, 1, kMaxDraftTokens);
+      spec.ngram_min = int_field(config, "prompt_lookup_min", 1, 1, spec.ngram_max);
+    } else if (method == "draft_model") {
+      if (!has_model || !config["model"].is_string() || config["model"].get<std::string>().empty()) {
+        throw Error("--speculative-config: method \"draft_model\" needs \"model\": the draft model's path");
+      }
+      spec.draft_model = true;
+      draft_path = config["model"].get<std::string>();
+    } else {
+      throw Error("--speculative-config: method '" + method + "' is not supported (\"ngram\" or \"draft_model\")");
+    }
   }
-  if (ngram > 0) throw Error("give either --spec-ngram or --speculative-config, not both");
-  const nlohmann::json config = nlohmann::json::parse(speculative_config, nullptr, false);
-  if (config.is_discarded() || !config.is_object()) throw Error("--speculative-config: not a JSON object");
-  std::string method = "ngram";
-  if (config.contains("method")) {
-    if (!config["method"].is_string()) throw Error("--speculative-config: method must be a string");
-    method = config["method"].get<std::string>();
+  if (spec.draft_model) {
+    if (draft_model_path == nullptr) throw Error("a draft model (--model-draft) is not supported by this command");
+    *draft_model_path = draft_path;
   }
-  if (method != "ngram") {
-    throw Error("--speculative-config: method '" + method + "' is not supported (only \"ngram\"; a draft model is not implemented)");
-  }
-  spec.draft_max = int_field(config, "num_speculative_tokens", draft_max, 1, kMaxDraftTokens);
-  spec.ngram_max = int_field(config, "prompt_lookup_max", 3, 1, kMaxDraftTokens);
-  spec.ngram_min = int_field(config, "prompt_lookup_min", 1, 1, spec.ngram_max);
   return spec;
 }
 

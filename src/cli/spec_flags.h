@@ -3,8 +3,11 @@
 //                             lookup decoding; vLLM's prompt_lookup_max)
 //   --draft-max K             drafts per step at most (llama.cpp's name; vLLM's
 //                             num_speculative_tokens), default 4
+//   -md, --model-draft PATH   a draft model (llama-server's flag): a smaller GGUF / HF model with
+//                             the target's tokenizer, run on its own CPU backend
 //   --speculative-config JSON vLLM's form: {"method": "ngram", "num_speculative_tokens": K,
-//                             "prompt_lookup_max": N, "prompt_lookup_min": M}
+//                             "prompt_lookup_max": N, "prompt_lookup_min": M}, or
+//                             {"model": PATH, "num_speculative_tokens": K} (method "draft_model")
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,14 +21,17 @@ namespace qs::cli {
 struct SpecFlags {
   int32_t ngram = 0;
   int32_t draft_max = 4;
+  std::string model_draft;
   std::string speculative_config;
 
-  /// Adds the three flags to `command`.
+  /// Adds the four flags to `command`.
   void add_to(CLI::App& command);
-  /// The options the flags ask for (off when neither --spec-ngram nor --speculative-config is
-  /// given). Throws qs::Error for an unparsable --speculative-config, a method other than
-  /// "ngram", numbers out of range, or both forms at once.
-  SpecDecodeOptions resolve() const;
+  /// The options the flags ask for (off when none of --spec-ngram, --model-draft and
+  /// --speculative-config is given). With a draft model, its path goes to `draft_model_path`.
+  /// Throws qs::Error for an unparsable --speculative-config, a method other than "ngram" or
+  /// "draft_model", numbers out of range, two draft sources at once, or a draft model asked of a
+  /// command that passes no `draft_model_path`.
+  SpecDecodeOptions resolve(std::string* draft_model_path = nullptr) const;
 };
 
 }  // namespace qs::cli

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/sequence.h"
 
 namespace qs {
@@ -29,8 +30,7 @@ EngineEvent error_event(EngineErrorCode code, std::string message) {
 
 }  // namespace
 
-
-Engine::Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions options)
+Engine::Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions options, Backend* draft_backend)
     : backend_(backend),
       tokenizer_(tokenizer),
       options_(clamped(options, backend)),
@@ -40,6 +40,7 @@ Engine::Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions optio
       step_runner_(backend),
       mask_workers_(std::max(0, options_.mask_threads)),
       step_costs_(options_.max_num_seqs) {
+  proposer_ = make_draft_proposer(options_.spec, backend, draft_backend);
   blank_token_.assign(static_cast<size_t>(backend.vocab_rows()), -1);
   thread_ = std::thread([this] { loop(); });
 }
@@ -156,6 +157,8 @@ EngineStats Engine::stats() const {
   s.mask_wait_max_seconds = mask_wait_max_s_pub_.load();
   s.spec_draft_tokens_total = spec_draft_pub_.load();
   s.spec_accepted_tokens_total = spec_accepted_pub_.load();
+  s.spec_propose_seconds_total = spec_propose_s_pub_.load();
+  s.spec_propose_steps_total = spec_propose_steps_pub_.load();
   return s;
 }
 
@@ -242,6 +245,8 @@ void Engine::publish_stats() {
   mask_steps_pub_.store(mask_steps_);
   spec_draft_pub_.store(spec_draft_);
   spec_accepted_pub_.store(spec_accepted_);
+  spec_propose_s_pub_.store(spec_propose_s_);
+  spec_propose_steps_pub_.store(spec_propose_steps_);
 }
 
 // Releases the sequence's blocks and takes it out of the scheduler; the final event follows.
@@ -249,6 +254,7 @@ void Engine::retire(EngineSequence& seq) {
   const bool was_waiting = std::find(scheduler_.waiting().begin(), scheduler_.waiting().end(), &seq) !=
                            scheduler_.waiting().end();
   scheduler_.remove(&seq);
+  if (proposer_) proposer_->release(seq.seq_id);  // a draft model's KV of the sequence
   if (was_waiting) n_waiting_.fetch_sub(1);
   seq.finished = true;
   n_in_flight_.fetch_sub(1);

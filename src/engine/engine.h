@@ -25,6 +25,7 @@
 #include "engine/scheduler.h"
 #include "engine/mask_workers.h"
 #include "engine/step_costs.h"
+#include "engine/draft_proposer.h"
 #include "engine/ngram_proposer.h"
 #include "engine/step_runner.h"
 #include "engine/ttft_predictor.h"
@@ -79,6 +80,10 @@ struct EngineStats {
   // spec_decode num_draft_tokens / num_accepted_tokens).
   int64_t spec_draft_tokens_total = 0;
   int64_t spec_accepted_tokens_total = 0;
+  // The proposer's time on the engine thread (n-gram lookup, or the draft model's forward steps),
+  // summed over the steps that asked it for drafts, and the number of those steps.
+  double spec_propose_seconds_total = 0;
+  int64_t spec_propose_steps_total = 0;
 };
 
 /// Outcome of try_submit: a stream to read, or why the request was turned away.
@@ -112,7 +117,10 @@ class Engine {
  public:
   /// Starts the engine thread. `backend` (prepared, with KV storage) and `tokenizer` must outlive
   /// the engine. Its BlockManager hands out the block ids [0, backend.kv_blocks()).
-  Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions options);
+  /// `draft_backend`: the draft model's own backend (prepared, with KV storage, outliving the
+  /// engine), required when options.spec.draft_model. Throws qs::Error when draft_model is set
+  /// without a draft backend or the draft's logits rows differ from the target's.
+  Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions options, Backend* draft_backend = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -190,6 +198,10 @@ class Engine {
   int64_t steps_ = 0;
   int64_t spec_draft_ = 0, spec_accepted_ = 0;
   std::vector<int32_t> verify_tokens_;  // a verify chunk's tokens + drafts (copied by StepRunner::add)
+  std::unique_ptr<DraftProposer> proposer_;  // null when speculation is off
+  std::vector<DraftRequest> draft_requests_;  // propose_drafts()'s asks, reused
+  double spec_propose_s_ = 0;
+  int64_t spec_propose_steps_ = 0;
 
   std::atomic<int64_t> n_running_{0};
   std::atomic<int64_t> n_waiting_{0};
@@ -211,7 +223,8 @@ class Engine {
   std::atomic<int64_t> step_start_ns_{0};  // steady-clock ns at which the step in progress began
   StepCosts step_costs_;                   // engine thread only: learned step costs
   double output_ratio_ = -1;               // engine thread only: EMA of completion / max_tokens; < 0: none yet
-  std::atomic<int64_t> spec_draft_pub_{0}, spec_accepted_pub_{0};
+  std::atomic<int64_t> spec_draft_pub_{0}, spec_accepted_pub_{0}, spec_propose_steps_pub_{0};
+  std::atomic<double> spec_propose_s_pub_{0};
   mutable std::mutex snapshot_mutex_;
   std::shared_ptr<const LoadSnapshot> snapshot_;  // guarded by snapshot_mutex_ (replaced, never modified)
   std::thread thread_;

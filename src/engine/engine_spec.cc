@@ -1,11 +1,13 @@
-// Speculative decoding in the serving engine (see engine.h, engine/ngram_proposer.h and
-// sampling/rejection_sampler.h): drafts are proposed per decoding sequence before the scheduler
+// Speculative decoding in the serving engine (see engine.h, engine/draft_proposer.h: n-gram lookup
+// or a draft model, and sampling/rejection_sampler.h): drafts are proposed for every decoding
+// sequence (one proposer call per step) before the scheduler
 // plans the step; a decode chunk then carries the last sampled token and k drafts (k + 1 query
 // tokens, k + 1 logits rows, like a small chunked prefill) through the normal StepBatch path; the
 // engine accepts drafts while the token sampled at a row equals the draft there (the one-hot
 // rejection step) and emits the accepted drafts and the token after them one by one, so stop
 // tokens, stop strings, max_tokens and the output guard end a sequence at the right token.
 #include <algorithm>
+#include <chrono>
 #include <span>
 
 #include "engine/engine.h"
@@ -15,9 +17,9 @@
 namespace qs {
 
 void Engine::propose_drafts() {
-  const SpecDecodeOptions& spec = options_.spec;
-  if (!spec.enabled()) return;
+  if (!proposer_) return;
   const int64_t context = context_tokens();
+  draft_requests_.clear();
   for (SchedSequence* s : scheduler_.running()) {
     auto& seq = static_cast<EngineSequence&>(*s);
     seq.draft_tokens.clear();
@@ -25,10 +27,15 @@ void Engine::propose_drafts() {
     const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
     // Tokens the sequence may still gain after this step's sampled one, and room in the context.
     const int64_t room = std::min<int64_t>(seq.request.max_tokens - seq.n_output() - 1, context - n_tokens);
-    const auto k = static_cast<int32_t>(std::min<int64_t>(spec.draft_max, room));
+    const auto k = static_cast<int32_t>(std::min<int64_t>(options_.spec.draft_max, room));
     if (k < 1) continue;
-    propose_ngram(seq.tokens, spec.ngram_max, spec.ngram_min, k, seq.draft_tokens);
+    draft_requests_.push_back({seq.seq_id, seq.tokens, k, &seq.draft_tokens});
   }
+  if (draft_requests_.empty()) return;
+  const auto start = SteadyClock::now();
+  proposer_->propose(draft_requests_);
+  spec_propose_s_ += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  ++spec_propose_steps_;
 }
 
 void Engine::fill_verify_masks(EngineSequence& seq, int32_t row, int64_t n_draft) {

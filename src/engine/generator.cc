@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/sequence_runner.h"
 #include "sampling/rejection_sampler.h"
 #include "kv/kv_types.h"
@@ -48,6 +49,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
   sampling.params = options.sampling;
   sampling.seed = options.sampling.seed.has_value() ? *options.sampling.seed : random_seed();
   const bool greedy = sampling.params.temperature == 0.0f || sampling.params.top_k == 1;
+  const std::unique_ptr<DraftProposer> proposer = make_draft_proposer(options.spec, backend_, draft_backend_);
   SequenceRunner sequence(backend_);
   GenerationResult result;
   result.prompt_tokens = n_prompt;
@@ -57,7 +59,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
   result.prefill_ms = ms_since(start);
 
   auto decode_start = Clock::now();
-  std::vector<int32_t> history(prompt_ids);  // prompt + output: the n-gram drafts' source
+  std::vector<int32_t> history(prompt_ids);  // prompt + output: the drafts' source
   // Takes one sampled token; true when generation ends with it.
   const auto emit = [&](int32_t t) {
     if (!greedy) ++sampling.draws;
@@ -83,9 +85,12 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
     const int64_t room = std::min({max_new - static_cast<int64_t>(result.output_ids.size()) - 1,
                                    context - sequence.n_tokens() - 1, max_batch - 1});
     drafts.clear();
-    if (options.spec.enabled() && room >= 1) {
-      propose_ngram(history, options.spec.ngram_max, options.spec.ngram_min,
-                    static_cast<int32_t>(std::min<int64_t>(options.spec.draft_max, room)), drafts);
+    if (proposer && room >= 1) {
+      const DraftRequest ask{1, history, static_cast<int32_t>(std::min<int64_t>(options.spec.draft_max, room)), &drafts};
+      const auto propose_start = Clock::now();
+      proposer->propose(std::span<const DraftRequest>(&ask, 1));
+      result.spec_propose_ms += ms_since(propose_start);
+      ++result.spec_propose_steps;
     }
     ++result.decode_steps;
     if (drafts.empty()) {

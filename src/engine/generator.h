@@ -1,7 +1,8 @@
 // Single-sequence generation through the step runner (engine/sequence_runner.h): chunked prefill
 // of the prompt, then one token per decode step, until a stop token or max_tokens. With
-// speculative decoding (options.spec) a decode step verifies the n-gram drafts of the tokens so
-// far in one step and keeps the accepted ones (sampling/rejection_sampler.h). Used by
+// speculative decoding (options.spec) a decode step verifies the drafts of the tokens so far (n-gram
+// lookup, or a draft model on its own backend: engine/draft_proposer.h) in one step and keeps the
+// accepted ones (sampling/rejection_sampler.h). Used by
 // `qwenserve generate`; the serving engine's scheduler generalises this to many sequences.
 #pragma once
 
@@ -33,24 +34,30 @@ struct GenerationResult {
   int64_t decode_steps = 0;                 // forward steps after the first token
   int64_t spec_draft_tokens = 0;            // speculative decoding: drafts verified
   int64_t spec_accepted_tokens = 0;         // of those, accepted
+  double spec_propose_ms = 0;               // time spent proposing drafts (n-gram or draft model)
+  int64_t spec_propose_steps = 0;           // decode steps that asked for drafts
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;  // (output tokens - 1) / decode time
 };
 
 class Generator {
  public:
-  /// `backend` (prepared, with KV storage) must outlive the generator.
-  explicit Generator(Backend& backend) : backend_(backend) {}
+  /// `backend` (prepared, with KV storage) must outlive the generator; so must `draft_backend`,
+  /// the draft model's own backend (prepared, with KV storage), needed when
+  /// options.spec.draft_model.
+  explicit Generator(Backend& backend, Backend* draft_backend = nullptr)
+      : backend_(backend), draft_backend_(draft_backend) {}
 
   /// Generates from `prompt_ids` (non-empty). `on_token` is called with each new token id as soon
   /// as it is sampled. The KV blocks are released before returning. Throws qs::Error when the
-  /// prompt is empty, does not fit the context, the KV cache has too few blocks, or the sampling
-  /// parameters are invalid.
+  /// prompt is empty, does not fit the context, the KV cache has too few blocks, the sampling
+  /// parameters are invalid, or options.spec.draft_model is set without a draft backend.
   GenerationResult run(const std::vector<int32_t>& prompt_ids, const GenerationOptions& options,
                        const std::function<void(int32_t)>& on_token);
 
  private:
   Backend& backend_;
+  Backend* draft_backend_;
 };
 
 }  // namespace qs

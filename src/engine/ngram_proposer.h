@@ -22,14 +22,17 @@ namespace qs {
 /// (engine/sequence.h), and verify steps beyond ~8 drafts cost more than they gain on a CPU.
 inline constexpr int32_t kMaxDraftTokens = 16;
 
-/// Speculative decoding settings shared by the engine and `generate`. Off unless both
-/// ngram_max >= 1 and draft_max >= 1 (vLLM: method "ngram", prompt_lookup_max / prompt_lookup_min,
-/// num_speculative_tokens).
+/// Speculative decoding settings shared by the engine and `generate`. Off unless draft_max >= 1
+/// and a draft source is chosen: n-gram lookup (ngram_max >= 1; vLLM: method "ngram",
+/// prompt_lookup_max / prompt_lookup_min, num_speculative_tokens) or a draft model (draft_model;
+/// vLLM: method "draft_model"; its backend is given to the Engine / Generator, which then draft
+/// with engine/draft_model_proposer.h instead of n-grams).
 struct SpecDecodeOptions {
-  int32_t ngram_max = 0;  // longest key (tokens); 0: speculation off
+  int32_t ngram_max = 0;  // longest key (tokens); 0: no n-gram drafts
   int32_t ngram_min = 1;  // shortest key tried
   int32_t draft_max = 0;  // drafts proposed per step at most (k, <= kMaxDraftTokens); 0: off
-  bool enabled() const { return ngram_max >= 1 && draft_max >= 1; }
+  bool draft_model = false;  // drafts come from a draft model
+  bool enabled() const { return draft_max >= 1 && (ngram_max >= 1 || draft_model); }
 };
 
 /// Writes `k` proposed tokens into `out` (cleared first; empty when no key matches or k < 1):

@@ -48,7 +48,8 @@ struct RandomModel {
     return views.back().get();
   }
 
-  RandomModel(Architecture arch, DType dtype) {
+  // `seed`: another seed gives another model of the same shape (e.g. a poor draft model).
+  RandomModel(Architecture arch, DType dtype, uint32_t seed = 1234) {
     config.arch = arch;
     config.hidden_size = 64;
     config.intermediate_size = 96;
@@ -59,7 +60,7 @@ struct RandomModel {
     config.vocab_size = 300;
     config.max_position_embeddings = 256;
     config.tie_word_embeddings = true;
-    std::mt19937 rng(1234);
+    std::mt19937 rng(seed);
     const float s = 0.125f;  // ~1/sqrt(hidden): varied outputs on a tiny model
     weights.embed_tokens = make({config.vocab_size, config.hidden_size}, dtype, rng, s);
     for (int l = 0; l < config.num_hidden_layers; ++l) {

@@ -25,8 +25,14 @@ void handle_stats(const EngineStats& stats, metrics::ServerMetrics& metrics, htt
                        {"referenced", stats.kv_blocks_referenced},
                        {"cached", stats.kv_blocks_cached}};
   body["preemptions"] = stats.preemptions_total;
+  // propose_*: the draft source's time on the engine thread (n-gram lookup, or the draft model's
+  // forward steps) per step that asked for drafts.
+  const double propose_steps = static_cast<double>(stats.spec_propose_steps_total);
   body["speculative"] = {{"draft_tokens", stats.spec_draft_tokens_total},
-                         {"accepted_tokens", stats.spec_accepted_tokens_total}};
+                         {"accepted_tokens", stats.spec_accepted_tokens_total},
+                         {"propose_steps", stats.spec_propose_steps_total},
+                         {"propose_seconds", stats.spec_propose_seconds_total},
+                         {"propose_ms_per_step", propose_steps > 0 ? 1e3 * stats.spec_propose_seconds_total / propose_steps : 0.0}};
   // Engine-thread time since start: the backend's steps and the host work on their output
   // (detokenizing, stop strings, guards, events), to see whether output processing is a share of
   // the step worth moving off the engine thread.
