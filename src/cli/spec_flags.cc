@@ -24,7 +24,7 @@ void SpecFlags::add_to(CLI::App& command) {
                      "Speculative decoding by n-gram prompt lookup: draft from the prompt and output so far, "
                      "matching keys of up to N tokens (0: off)")
       ->check(CLI::Range(0, kMaxDraftTokens))->capture_default_str();
-  command.add_option("-md,--model-draft", model_draft,
+  command.add_option("--model-draft", model_draft,
                      "Speculative decoding with a draft model: a smaller GGUF / HF model with the same tokenizer "
                      "(e.g. Qwen3-0.6B for Qwen3-8B), run greedily on its own CPU backend and KV cache");
   command.add_option("--draft-max", draft_max, "Draft tokens verified per step at most (with --spec-ngram or --model-draft)")

@@ -3,7 +3,7 @@
 //                             lookup decoding; vLLM's prompt_lookup_max)
 //   --draft-max K             drafts per step at most (llama.cpp's name; vLLM's
 //                             num_speculative_tokens), default 4
-//   -md, --model-draft PATH   a draft model (llama-server's flag): a smaller GGUF / HF model with
+//   --model-draft PATH        a draft model (llama-server's flag): a smaller GGUF / HF model with
 //                             the target's tokenizer, run on its own CPU backend
 //   --speculative-config JSON vLLM's form: {"method": "ngram", "num_speculative_tokens": K,
 //                             "prompt_lookup_max": N, "prompt_lookup_min": M}, or
