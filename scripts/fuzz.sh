@@ -118,8 +118,10 @@ case "$mode" in
     for target in "${targets[@]}"; do
       log="$state/campaign-$target.log"
       corpus="$state/corpus/$target"
-      mkdir -p "$corpus"
-      before=$(find "$state/crashes/$target" -type f 2>/dev/null | wc -l)
+      # (The crash directory must exist before counting: under pipefail a failing find ended the
+      # whole campaign silently on a machine's first run.)
+      mkdir -p "$corpus" "$state/crashes/$target"
+      before=$(find "$state/crashes/$target" -type f | wc -l)
       t0=$(date +%s)
       rc=0
       # CPU seconds (user + system) of the run, which on a shared machine is less than its wall time.
@@ -127,7 +129,7 @@ case "$mode" in
       { time QS_FUZZ_NICE="nice -n 19" run_target "$target" "$seconds" "$corpus" "$log" || rc=$?; } 2>"$state/time"
       t1=$(date +%s)
       cpu="$(awk '{printf "%d", $1 + $2}' "$state/time")"
-      after=$(find "$state/crashes/$target" -type f 2>/dev/null | wc -l)
+      after=$(find "$state/crashes/$target" -type f | wc -l)
       read -r execs cov ft <<<"$(summary_of "$log")"
       # Inputs that add coverage to the committed corpus go into it, so that the next campaign (on
       # any machine, from a fresh clone) resumes from here.
