@@ -112,6 +112,18 @@ void q8_0_x4_rows(int64_t nb, const BlockQ8_0* const* x, const BlockQ8_0A* a, fl
   for (int k = 0; k < n_rows; ++k) y[k] = l[k] + l[k + 4];
 }
 
+// The 128 6-bit levels (0..63) of half h of a Q6_K block as 4 vectors of 32 bytes: q[g] holds
+// elements 128h + 32g .. 128h + 32g + 31 (low 4 bits from ql, top 2 from qh). Shared by the one-
+// and multi-token kernels below.
+inline void unpack_q6_k_half(const BlockQ6_K& xb, int h, __m256i low_mask, __m256i high_bits, __m256i q[4]) {
+  const __m256i l0 = load256(xb.ql + 64 * h), l1 = load256(xb.ql + 64 * h + 32);
+  const __m256i hb = load256(xb.qh + 32 * h);
+  q[0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high_bits));
+  q[1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high_bits));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask), _mm256_and_si256(hb, high_bits));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask), _mm256_and_si256(_mm256_srli_epi16(hb, 2), high_bits));
+}
+
 // --- Q6_K: 4 rows x 1 token ---------------------------------------------------------------------
 //
 // dot_avx2.cc's q6_k_x4_rows with vpdpwssd for madd + add: per row the exact total
@@ -132,15 +144,8 @@ void q6_k_x4_rows(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* a, flo
       __m256i s = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), neg_bsums);
       for (int h = 0; h < 2; ++h) {
         const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
-        const __m256i l0 = load256(xb.ql + 64 * h), l1 = load256(xb.ql + 64 * h + 32);
-        const __m256i hb = load256(xb.qh + 32 * h);
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high_bits)),
-            _mm256_or_si256(_mm256_and_si256(l1, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high_bits)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask), _mm256_and_si256(hb, high_bits)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
-                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), high_bits)),
-        };
+        __m256i q[4];
+        unpack_q6_k_half(xb, h, low_mask, high_bits, q);
         for (int g = 0; g < 4; ++g) {
           const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))),
                                                 _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
@@ -184,15 +189,8 @@ void q6_k_x4_rows_multi(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* 
       for (int t = 0; t < NT; ++t) s[t] = _mm256_madd_epi16(sc32, neg_bsums[t]);
       for (int h = 0; h < 2; ++h) {
         const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
-        const __m256i l0 = load256(xb.ql + 64 * h), l1 = load256(xb.ql + 64 * h + 32);
-        const __m256i hb = load256(xb.qh + 32 * h);
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high_bits)),
-            _mm256_or_si256(_mm256_and_si256(l1, low_mask), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high_bits)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask), _mm256_and_si256(hb, high_bits)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
-                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), high_bits)),
-        };
+        __m256i q[4];
+        unpack_q6_k_half(xb, h, low_mask, high_bits, q);
         for (int g = 0; g < 4; ++g) {
           const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))),
                                                 _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
