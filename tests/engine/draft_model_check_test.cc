@@ -13,13 +13,7 @@ namespace {
 // The byte tokenizer of the engine tests, with `edit` applied to its data first.
 template <typename Edit>
 Tokenizer edited_tokenizer(Edit edit) {
-  TokenizerData data;
-  for (int b = 0; b < 256; ++b) data.vocab.push_back(tokenizer_detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
-  for (int i = 0; i < 44; ++i) {
-    data.vocab.emplace_back();
-    data.added_tokens.push_back({256 + i, "<|s" + std::to_string(i) + "|>", true});
-  }
-  data.eos_id = 299;
+  TokenizerData data = byte_tokenizer_data();
   edit(data);
   return Tokenizer(std::move(data));
 }

@@ -19,7 +19,7 @@
 namespace qs {
 
 // 256 byte tokens + 44 special tokens (<|s0|> .. <|s43|>), id 299 is the EOS "<|s43|>".
-inline Tokenizer byte_tokenizer() {
+inline TokenizerData byte_tokenizer_data() {
   TokenizerData data;
   for (int b = 0; b < 256; ++b) data.vocab.push_back(tokenizer_detail::bytes_to_byte_level(std::string(1, static_cast<char>(b))));
   for (int i = 0; i < 44; ++i) {
@@ -27,8 +27,10 @@ inline Tokenizer byte_tokenizer() {
     data.added_tokens.push_back({256 + i, "<|s" + std::to_string(i) + "|>", true});
   }
   data.eos_id = 299;
-  return Tokenizer(std::move(data));
+  return data;
 }
+
+inline Tokenizer byte_tokenizer() { return Tokenizer(byte_tokenizer_data()); }
 
 struct Collected {
   std::vector<int32_t> tokens;
