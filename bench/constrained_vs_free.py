@@ -3,8 +3,9 @@
 
 Sends pairs of non-streaming chat requests to a running `qwenserve serve` (alternating which of the
 two goes first), one with `response_format: {type: json_schema}` and one without, same prompt, same
-`max_tokens`, temperature 0 (a random-weight model almost never samples EOS unconstrained; the
-constrained one may end earlier where its grammar ends, which does not bias a per-token rate). Decode tokens/s of a request = (completion_tokens - 1) / decode ms, both from the
+`max_tokens`, temperature 0, and the end-of-text tokens suppressed by logit_bias in both (`--suppress-ids`) so that
+the unconstrained request runs to max_tokens (the constrained one may still end where its grammar
+ends, which does not bias a per-token rate). Decode tokens/s of a request = (completion_tokens - 1) / decode ms, both from the
 response (`usage.completion_tokens`, the `decode;dur=` entry of its `Server-Timing` header: ms from
 the first token to the last). Prints each pair and the median ratio constrained / unconstrained
 (the issue 13 target is >= 0.95 on the 4B-shaped model).
@@ -13,7 +14,10 @@ The default schema is an array of up to 64 objects with a string and an integer,
 model keeps generating until max_tokens. Run one request at a time (concurrency 1): the ratio is the
 per-sequence cost of computing masks that the forward pass does not hide.
 
-Example: bench/constrained_vs_free.py --url http://127.0.0.1:8000 --pairs 5 --max-tokens 64
+Start the server with `--no-output-guard`: a random-weight model's free text soon repeats itself and
+the degenerate-output guard would end it early.
+Example: qwenserve serve -m 4b-q4_k_m.gguf -t 2 --no-output-guard &
+         bench/constrained_vs_free.py --url http://127.0.0.1:8000 --pairs 5 --max-tokens 64
 Standard library only; exits 2 with a message when the server answers an error.
 """
 import argparse
@@ -50,9 +54,11 @@ def post(url, body):
         sys.exit(2)
 
 
-def decode_tps(url, model, max_tokens, schema):
+def decode_tps(url, model, max_tokens, schema, suppress_ids=()):
     body = {"model": model, "messages": [{"role": "user", "content": "List some fruits with their counts as JSON."}],
             "max_tokens": max_tokens, "temperature": 0}
+    if suppress_ids:
+        body["logit_bias"] = {str(i): -100 for i in suppress_ids}
     if schema is not None:
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": "fruits", "schema": schema}}
     out, timing = post(url + "/v1/chat/completions", body)
@@ -70,8 +76,13 @@ def main():
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--schema", help="JSON schema file (default: an array of name/count objects)")
+    p.add_argument("--suppress-ids", default="151643,151645",
+                   help="token ids given logit_bias -100 in both requests, so that neither ends early at an "
+                        "end-of-text token (default: Qwen3's <|endoftext|> and <|im_end|>; '' for none). A "
+                        "constrained request still ends where its grammar allows only those tokens.")
     args = p.parse_args()
     schema = json.load(open(args.schema)) if args.schema else DEFAULT_SCHEMA
+    suppress = [int(t) for t in args.suppress_ids.split(",") if t.strip()]
     model = args.model
     if not model:
         with urllib.request.urlopen(args.url + "/v1/models", timeout=30) as resp:
@@ -82,7 +93,7 @@ def main():
         order = ["free", "constrained"] if i % 2 == 0 else ["constrained", "free"]
         res = {}
         for kind in order:
-            res[kind] = decode_tps(args.url, model, args.max_tokens, schema if kind == "constrained" else None)
+            res[kind] = decode_tps(args.url, model, args.max_tokens, schema if kind == "constrained" else None, suppress)
         ratio = res["constrained"][0] / res["free"][0]
         ratios.append(ratio)
         print(f"pair {i + 1}: constrained {res['constrained'][0]:.2f} t/s ({res['constrained'][1]} tokens), "
