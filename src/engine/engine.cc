@@ -343,9 +343,10 @@ void Engine::loop() {
   publish_stats();
 }
 
+// The queue-wait limit (kQueueTimeout) is not checked here but in step(), after schedule(): a
+// request is turned away only when the scheduler could not admit it.
 void Engine::drop_expired_and_cancelled() {
   const auto now = SteadyClock::now();
-  const auto max_wait = std::chrono::duration<double>(options_.max_queue_wait_s);
   for (auto& seq : sequences_) {
     if (seq->finished) continue;
     if (seq->stream->cancelled()) {
@@ -353,10 +354,6 @@ void Engine::drop_expired_and_cancelled() {
     } else if (now >= seq->deadline) {
       fail(*seq, EngineErrorCode::kTimeout,
            "request timed out after " + std::to_string(seq->request.timeout_s) + " s (timeout)");
-    } else if (options_.max_queue_wait_s > 0 && !seq->admitted_once && now - seq->request.arrival > max_wait) {
-      fail(*seq, EngineErrorCode::kQueueTimeout,
-           "server overloaded: the request waited more than " + std::to_string(options_.max_queue_wait_s) +
-               " s to start (--max-queue-wait); retry later");
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 #include <span>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/output_guard.h"
@@ -87,6 +88,24 @@ bool Engine::step() {
     admitted.queue_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - seq.request.arrival).count();
     admitted.prompt_tokens = seq.prompt_tokens();
     seq.stream->push(std::move(admitted));
+  }
+  // --max-queue-wait: a request that this step could not admit, never ran (a preempted one has
+  // started) and has waited past the limit fails. Judged only here, after schedule(): a request
+  // that reaches a free engine late (`arrival` is stamped by the caller, e.g. when the HTTP request
+  // came in, before tokenization and grammar compilation; or the engine thread woke up late), or
+  // whose slot frees as it expires, runs instead of being turned away as "overloaded".
+  if (options_.max_queue_wait_s > 0) {
+    const auto now = SteadyClock::now();
+    const auto max_wait = std::chrono::duration<double>(options_.max_queue_wait_s);
+    // A copy: fail() takes the sequence out of the waiting queue.
+    const std::vector<SchedSequence*> waiting(scheduler_.waiting().begin(), scheduler_.waiting().end());
+    for (SchedSequence* s : waiting) {
+      auto& seq = static_cast<EngineSequence&>(*s);
+      if (seq.admitted_once || now - seq.request.arrival <= max_wait) continue;
+      fail(seq, EngineErrorCode::kQueueTimeout,
+           "server overloaded: the request waited more than " + std::to_string(options_.max_queue_wait_s) +
+               " s to start (--max-queue-wait); retry later");
+    }
   }
   if (plan.chunks.empty()) return false;
   step_runner_.clear();

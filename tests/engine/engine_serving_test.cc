@@ -229,6 +229,32 @@ TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
   EXPECT_EQ(r.error, "");
 }
 
+// A request is judged against max_queue_wait_s only once the scheduler could not admit it: one
+// that reaches a free engine late (the server stamps `arrival` when the HTTP request comes in,
+// before tokenization and grammar compilation; on a busy host the engine thread may also wake up
+// late) starts instead of failing as "server overloaded". Deterministic: the arrival lies 1 s
+// in the past, so a check before the first schedule() fails it every time.
+TEST_F(EngineFixture, QueueWaitLimitNeverEndsARequestThatCanStartNow) {
+  EngineOptions options = engine_options(1, 32);
+  options.max_queue_wait_s = 0.05;
+  options.guard.enabled = false;
+  Engine engine(*backend, tokenizer, options);
+  EngineRequest late = greedy_request({4, 5, 6}, 4);
+  late.arrival = SteadyClock::now() - std::chrono::seconds(1);
+  auto stream = engine.submit(late);
+  EngineEvent e;
+  ASSERT_TRUE(stream->pop(e, std::chrono::milliseconds(30000)));
+  ASSERT_EQ(e.kind, EngineEvent::Kind::kDelta) << e.error;  // admitted, not turned away
+  EXPECT_GE(e.queue_ms, 1000.0);
+  const Collected c = collect(*stream);
+  EXPECT_EQ(c.error_code, EngineErrorCode::kNone) << c.error;
+  EXPECT_EQ(c.finish_reason, "length");
+  EXPECT_EQ(c.tokens.size(), 4u);
+  const EngineStats st = settled_stats(engine);
+  EXPECT_EQ(st.in_flight, 0);
+  EXPECT_EQ(st.waiting, 0);
+}
+
 TEST_F(EngineFixture, TimeoutEndsAGenerationWithAnError) {
   Engine engine(*backend, tokenizer, engine_options(4, 32));
   EngineRequest r = greedy_request({7, 8, 9}, 200);
