@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include "support/engine_test_support.h"
 #include "support/gated_backend.h"
@@ -218,15 +219,26 @@ TEST_F(EngineFixture, QueueWaitLimitEndsRequestsThatCannotStart) {
   // 1 ms: far shorter than the 240 decode steps of `running` (each a full forward pass).
   options.max_queue_wait_s = 0.001;
   options.guard.enabled = false;
-  Engine engine(*backend, tokenizer, options);
+  // Both requests are queued before the first forward pass ends (GatedBackend): submitted while
+  // the engine runs, `queued` could otherwise arrive after a descheduled test thread let all 240
+  // steps of `running` finish, and would then rightly start at once.
+  GatedBackend gated(*backend);
+  Engine engine(gated, tokenizer, options);
   auto running = engine.submit(greedy_request({1, 2, 3}, 240));
-  EngineEvent e;
-  ASSERT_TRUE(running->pop(e, std::chrono::milliseconds(30000)));  // admitted
   auto queued = engine.submit(greedy_request({4, 5, 6}, 4));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past max_queue_wait_s before the 2nd step
+  gated.open();
+  EngineEvent e;
+  ASSERT_TRUE(running->pop(e, std::chrono::milliseconds(30000)));
+  ASSERT_EQ(e.kind, EngineEvent::Kind::kDelta) << e.error;  // the admission event, not an end
+  EXPECT_GE(e.queue_ms, 0);
   const Collected q = collect(*queued);
   const Collected r = collect(*running);
   EXPECT_EQ(q.error_code, EngineErrorCode::kQueueTimeout) << q.error << " " << q.finish_reason;
+  EXPECT_TRUE(r.ended);
   EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.tokens.size(), 240u);
 }
 
 // A request is judged against max_queue_wait_s only once the scheduler could not admit it: one
