@@ -25,7 +25,7 @@ serve
 cap=${QS_CAPACITY:-$(lt --concurrency "$seqs" --num-requests "$n" | python3 -c 'import json,sys; print(json.load(sys.stdin)["request_throughput"])')}
 echo "capacity $cap req/s at concurrency $seqs" >&2
 stop
-for mode in off on; do
+for mode in ${QS_MODES:-off on}; do
   if [ "$mode" = on ]; then serve --slo-ttft-ms "$slo"; else serve; fi
   for m in $multiples; do
     rate=$(python3 -c "print($cap * $m)")

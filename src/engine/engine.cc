@@ -218,6 +218,8 @@ void Engine::publish_load() {
   s->costs = step_costs_;
   s->prefix_hit_ratio = cache_queries_ > 0 ? static_cast<double>(cache_hits_) / static_cast<double>(cache_queries_) : 0.0;
   s->output_ratio = output_ratio_ >= 0 ? output_ratio_ : 1.0;
+  s->draft_tokens_per_decode = spec_drafts_per_decode_;
+  s->tokens_per_decode = spec_tokens_per_decode_;
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
   std::lock_guard<std::mutex> lock(snapshot_mutex_);
   snapshot_ = std::move(s);

@@ -223,6 +223,9 @@ class Engine {
   std::atomic<int64_t> step_start_ns_{0};  // steady-clock ns at which the step in progress began
   StepCosts step_costs_;                   // engine thread only: learned step costs
   double output_ratio_ = -1;               // engine thread only: EMA of completion / max_tokens; < 0: none yet
+  // Engine thread only, speculative decoding: EMAs over steps with decodes (weight 1/8) of the draft
+  // tokens verified and of the tokens gained per decoding sequence (LoadSnapshot's fields).
+  double spec_drafts_per_decode_ = 0, spec_tokens_per_decode_ = 1;
   std::atomic<int64_t> spec_draft_pub_{0}, spec_accepted_pub_{0}, spec_propose_steps_pub_{0};
   std::atomic<double> spec_propose_s_pub_{0};
   mutable std::mutex snapshot_mutex_;
