@@ -46,6 +46,8 @@ struct EngineOptions {
   int thread_nice = 0;               // > 0: the engine thread lowers its own priority (Linux nice)
   double prefill_slack = 0.5;        // a step with prefill next to decodes may take (1 + slack)
                                      // decode-only steps (engine/prefill_budget.h); 0: no cap
+  int64_t prefill_min_chunk = 16;    // tokens: the cap's floor (engine/prefill_budget.h)
+  double itl_limit_s = 0;            // > 0: ITL limit (--slo-itl-ms) that may lower that floor
   int mask_threads = 2;              // workers computing structured-output masks during a step
   SpecDecodeOptions spec;            // speculative decoding (n-gram prompt lookup); off by default
 };
