@@ -25,12 +25,17 @@ serve
 cap=${QS_CAPACITY:-$(lt --concurrency "$seqs" --num-requests "$n" | python3 -c 'import json,sys; print(json.load(sys.stdin)["request_throughput"])')}
 echo "capacity $cap req/s at concurrency $seqs" >&2
 stop
-for mode in off on; do
+for mode in ${QS_MODES:-off on}; do
   if [ "$mode" = on ]; then serve --slo-ttft-ms "$slo"; else serve; fi
+  level=0
   for m in $multiples; do
+    # Each level its own prompts (--seed): one server runs every level of a mode, and repeated
+    # prompts would be prefix-cache hits (a 264-token prompt then prefills 8 tokens) that the
+    # predictor's hit-ratio estimate does not foresee. The same seeds in both modes.
+    level=$((level + 1))
     rate=$(python3 -c "print($cap * $m)")
     printf '{"slo_admission":"%s","multiple":%s,"level":' "$mode" "$m"
-    lt --request-rate "$rate" --num-requests "$n" --warmup 0 | tr -d '\n'
+    lt --request-rate "$rate" --num-requests "$n" --warmup 0 --seed "$level" | tr -d '\n'
     echo '}'
   done
   stop

@@ -205,6 +205,7 @@ int run_serve(ServeOptions opt) {
     engine_options.guard.enabled = !opt.no_output_guard;
     engine_options.thread_nice = kComputeNice;
     engine_options.spec = spec;
+    engine_options.itl_limit_s = opt.server.slo_itl_ms / 1000.0;
     if (opt.server.response_cache_bytes > 0 && !backend->batch_invariant()) {
       throw Error("--response-cache-size: the " + backend->describe() +
                   " backend is not batch-invariant (a response depends on what else runs in its batch), so "
@@ -330,6 +331,10 @@ Command register_serve(CLI::App& app) {
                  "step (chunk size learned from measured step times; keeps ITL flat). 0: chunks of "
                  "--max-batched-tokens")
       ->check(kNonNegative)->capture_default_str();
+  app.add_option("--prefill-min-chunk", e.prefill_min_chunk,
+                 "Fewest prefill tokens a step next to decodes may carry, whatever --prefill-slack allows "
+                 "(lower only when a chunk this size would exceed --slo-itl-ms)")
+      ->check(kPositive)->capture_default_str();
   opt->batch_size_option = app.get_option("--batch-size");
   app.add_option("--kv-cache-memory", opt->kv_cache_memory,
                  "KV cache size in bytes, e.g. 2GiB, 512MiB, 4GB (default: 1/4 of available memory, "
@@ -370,7 +375,9 @@ Command register_serve(CLI::App& app) {
                  "TTFT SLO in ms: a request whose predicted time to first token exceeds it gets 429 with "
                  "Retry-After at once (a request's \"slo_ttft_ms\" overrides it; 0: off)")
       ->check(kNonNegative)->capture_default_str();
-  app.add_option("--slo-itl-ms", s.slo_itl_ms, "Mean inter-token latency SLO in ms, for goodput metrics (0: off)")
+  app.add_option("--slo-itl-ms", s.slo_itl_ms,
+                 "Mean inter-token latency SLO in ms, for goodput metrics; also caps prefill chunks below "
+                 "--prefill-min-chunk when that floor alone would exceed it (0: off)")
       ->check(kNonNegative)->capture_default_str();
   app.add_option("--response-cache-size", opt->response_cache_size,
                  "Bytes of exact-match response cache for deterministic requests, e.g. 64MiB (0: off; needs a "

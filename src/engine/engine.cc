@@ -17,6 +17,8 @@ EngineOptions clamped(EngineOptions options, const Backend& backend) {
   options.max_num_seqs = static_cast<int32_t>(
       std::clamp<int64_t>(options.max_num_seqs, 1, std::min<int64_t>(options.max_batched_tokens, backend.limits().max_seqs)));
   options.spec.draft_max = std::clamp(options.spec.draft_max, 0, kMaxDraftTokens);
+  options.prefill_min_chunk = std::max<int64_t>(options.prefill_min_chunk, 1);
+  options.itl_limit_s = std::max(options.itl_limit_s, 0.0);
   return options;
 }
 
@@ -36,7 +38,8 @@ Engine::Engine(Backend& backend, const Tokenizer& tokenizer, EngineOptions optio
       options_(clamped(options, backend)),
       blocks_(backend.kv_blocks(), options_.prefix_caching),
       scheduler_(blocks_, SchedulerOptions{options_.max_num_seqs, options_.max_batched_tokens}),
-      prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, 1, options_.max_num_seqs),
+      prefill_budget_(options_.prefill_slack, options_.max_batched_tokens, options_.prefill_min_chunk, options_.max_num_seqs,
+                      options_.itl_limit_s),
       step_runner_(backend),
       mask_workers_(std::max(0, options_.mask_threads)),
       step_costs_(options_.max_num_seqs) {
@@ -218,6 +221,8 @@ void Engine::publish_load() {
   s->costs = step_costs_;
   s->prefix_hit_ratio = cache_queries_ > 0 ? static_cast<double>(cache_hits_) / static_cast<double>(cache_queries_) : 0.0;
   s->output_ratio = output_ratio_ >= 0 ? output_ratio_ : 1.0;
+  s->draft_tokens_per_decode = spec_drafts_per_decode_;
+  s->tokens_per_decode = spec_tokens_per_decode_;
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
   std::lock_guard<std::mutex> lock(snapshot_mutex_);
   snapshot_ = std::move(s);

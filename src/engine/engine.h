@@ -46,6 +46,8 @@ struct EngineOptions {
   int thread_nice = 0;               // > 0: the engine thread lowers its own priority (Linux nice)
   double prefill_slack = 0.5;        // a step with prefill next to decodes may take (1 + slack)
                                      // decode-only steps (engine/prefill_budget.h); 0: no cap
+  int64_t prefill_min_chunk = 16;    // tokens: the cap's floor (engine/prefill_budget.h)
+  double itl_limit_s = 0;            // > 0: ITL limit (--slo-itl-ms) that may lower that floor
   int mask_threads = 2;              // workers computing structured-output masks during a step
   SpecDecodeOptions spec;            // speculative decoding (n-gram prompt lookup); off by default
 };
@@ -223,6 +225,9 @@ class Engine {
   std::atomic<int64_t> step_start_ns_{0};  // steady-clock ns at which the step in progress began
   StepCosts step_costs_;                   // engine thread only: learned step costs
   double output_ratio_ = -1;               // engine thread only: EMA of completion / max_tokens; < 0: none yet
+  // Engine thread only, speculative decoding: EMAs over steps with decodes (weight 1/8) of the draft
+  // tokens verified and of the tokens gained per decoding sequence (LoadSnapshot's fields).
+  double spec_drafts_per_decode_ = 0, spec_tokens_per_decode_ = 1;
   std::atomic<int64_t> spec_draft_pub_{0}, spec_accepted_pub_{0}, spec_propose_steps_pub_{0};
   std::atomic<double> spec_propose_s_pub_{0};
   mutable std::mutex snapshot_mutex_;

@@ -191,6 +191,7 @@ bool Engine::step() {
   if (steps_ > 0) prefill_budget_.record(n_decode, n_prefill + n_draft, step_runner_.last_forward_seconds());
   scheduler_.commit(plan);
   const auto output_start = SteadyClock::now();
+  const int64_t accepted_before = spec_accepted_;
   for (const RowOwner& o : logits_owners) {
     if (o.n_draft > 0) {
       emit_verified(*o.seq, out, o.row, o.n_draft);
@@ -208,6 +209,13 @@ bool Engine::step() {
     const auto logits_rows = static_cast<int64_t>(logits_owners.size());
     step_costs_.record(logits_rows, n_prefill - (logits_rows - n_decode) + n_draft,
                        std::chrono::duration<double>(step_end - step_begin).count());
+  }
+  if (n_decode > 0) {
+    // Speculative decoding's step shape for TTFT prediction (LoadSnapshot::draft_tokens_per_decode,
+    // tokens_per_decode): 0 and 1 without speculation.
+    const double decodes = static_cast<double>(n_decode);
+    spec_drafts_per_decode_ = 0.875 * spec_drafts_per_decode_ + 0.125 * static_cast<double>(n_draft) / decodes;
+    spec_tokens_per_decode_ = 0.875 * spec_tokens_per_decode_ + 0.125 * (1.0 + static_cast<double>(spec_accepted_ - accepted_before) / decodes);
   }
   ++steps_;
   return true;

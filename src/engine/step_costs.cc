@@ -26,12 +26,20 @@ void StepCosts::record(int64_t logits_rows, int64_t prefill_tokens, double secon
   if (extra <= 0) {
     if (logits_rows == 0 && prefill_tokens == 0) return;
     const auto last = static_cast<int64_t>(decode_s_.size()) - 1;
-    update(decode_s_[static_cast<size_t>(std::min(rows, last))], seconds);
+    double& average = decode_s_[static_cast<size_t>(std::min(rows, last))];
+    update(average, average < 0 ? seconds : std::min(seconds, 2 * average));  // clipped (file comment)
     return;
   }
   const double base = decode_s(rows);
   if (base <= 0) return;  // the decode part is not known yet: nothing to subtract
-  update(prefill_token_s_[static_cast<size_t>(bucket_of(extra))], std::max(0.0, seconds - base) / static_cast<double>(extra));
+  const auto b = static_cast<size_t>(bucket_of(extra));
+  const bool first = prefill_tokens_[b] < 0;
+  if (!first) {  // clipped at twice the bucket's average step (file comment)
+    const double rate = std::max(0.0, prefill_excess_s_[b] / prefill_tokens_[b]);
+    seconds = std::min(seconds, 2 * (base + static_cast<double>(extra) * rate));
+  }
+  prefill_excess_s_[b] = first ? seconds - base : 0.75 * prefill_excess_s_[b] + 0.25 * (seconds - base);
+  prefill_tokens_[b] = first ? static_cast<double>(extra) : 0.75 * prefill_tokens_[b] + 0.25 * static_cast<double>(extra);
 }
 
 double StepCosts::decode_s(int64_t n) const {
@@ -62,7 +70,9 @@ double StepCosts::prefill_token_s(int64_t c) const {
   const int b = bucket_of(c);
   for (int d = 0; d < kBuckets; ++d) {
     for (const int i : {b - d, b + d}) {
-      if (i >= 0 && i < kBuckets && prefill_token_s_[static_cast<size_t>(i)] >= 0) return prefill_token_s_[static_cast<size_t>(i)];
+      if (i < 0 || i >= kBuckets) continue;
+      const auto u = static_cast<size_t>(i);
+      if (prefill_tokens_[u] > 0) return std::max(0.0, prefill_excess_s_[u] / prefill_tokens_[u]);
     }
   }
   return 0;
@@ -70,7 +80,7 @@ double StepCosts::prefill_token_s(int64_t c) const {
 
 bool StepCosts::known() const {
   const bool decode = std::any_of(decode_s_.begin(), decode_s_.end(), [](double v) { return v >= 0; });
-  const bool prefill = std::any_of(prefill_token_s_.begin(), prefill_token_s_.end(), [](double v) { return v >= 0; });
+  const bool prefill = std::any_of(prefill_tokens_.begin(), prefill_tokens_.end(), [](double v) { return v > 0; });
   return decode && prefill;
 }
 

@@ -18,10 +18,15 @@
 //                        the weight reads of the decode rows, a 512-token chunk is compute bound),
 //                        so one figure for all chunk sizes is wrong at one end; an unmeasured
 //                        bucket takes the nearest measured one.
-// Learning inverts the same model: a step of measured seconds t with c' >= 1 and decode_s(max(L,1))
-// known gives the sample (t - decode_s(max(L, 1))) / c' (clamped at 0) for the bucket of c'; every
-// average is an exponential moving average with weight 1/4 on the newest sample, so the figures
-// follow the machine's current speed (other processes on a shared CPU included).
+// Learning inverts the model: a step of t seconds with c' >= 1 and decode_s(max(L, 1)) known adds
+// e = t - decode_s(max(L, 1)) (signed) and c' to its bucket's averages; prefill_token_s = max(0,
+// mean(e) / mean(c')), a ratio of averages, not an average of per-step ratios clamped at 0 (which
+// keeps the noise above the decode cost, drops the noise below it, and divides it by small c').
+// t is first clipped at twice the average of its kind once one exists (a Huber-style bound): on a
+// shared CPU a step descheduled for seconds would otherwise raise the costs for many steps, and
+// while inflated costs turn every request away no step runs to lower them again. A sustained
+// slowdown still raises them, by 1/4 a step at most: every average is an exponential moving average
+// with weight 1/4 on the newest sample, following the machine's speed (other processes included).
 // Attention's growth with context length is not modelled (a documented error for long prompts).
 #pragma once
 
@@ -55,7 +60,10 @@ class StepCosts {
  private:
   static int bucket_of(int64_t c);
   std::vector<double> decode_s_;  // [max_logits_rows + 1] seconds, index n; < 0: not measured
-  std::vector<double> prefill_token_s_ = std::vector<double>(kBuckets, -1.0);  // [kBuckets]; < 0: not measured
+  // Per bucket [kBuckets]: moving averages of a step's seconds beyond decode_s(max(L, 1)) (signed)
+  // and of its c'; tokens < 0: not measured. prefill_token_s = max(0, excess / tokens).
+  std::vector<double> prefill_excess_s_ = std::vector<double>(kBuckets, 0.0);
+  std::vector<double> prefill_tokens_ = std::vector<double>(kBuckets, -1.0);
 };
 
 }  // namespace qs

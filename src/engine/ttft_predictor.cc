@@ -9,10 +9,11 @@ namespace {
 
 struct SimSequence {
   int64_t prefill = 0;      // tokens still to compute before it decodes; 0: decoding
-  int64_t decode_left = 0;  // tokens it still generates (the first included while prefilling)
+  double decode_left = 0;   // tokens it still generates (the first included while prefilling)
   int64_t first_step = 1;   // the earliest step it may be admitted in
   bool target = false;      // one of the predicted request's choices
   bool later_class = false; // waiting, of a later priority class: ahead only in the step in progress
+  bool decoding = false;    // decodes in the current step (its prompt was done before it)
 };
 
 constexpr int64_t kMaxIterations = 1'000'000;  // a bound on the work of one prediction
@@ -30,7 +31,7 @@ int64_t uncached(const LoadSnapshot& load, int64_t tokens) {
 }
 
 SimSequence queued(const LoadSnapshot& load, int64_t tokens, int64_t max_tokens, int64_t generated, int64_t first_step) {
-  return {uncached(load, tokens), std::max<int64_t>(expected_output(load, max_tokens, generated) - generated, 1), first_step, false};
+  return {uncached(load, tokens), static_cast<double>(std::max<int64_t>(expected_output(load, max_tokens, generated) - generated, 1)), first_step, false};
 }
 
 // `n` sequences sharing the sums of `u` evenly (the first ones take the remainders).
@@ -51,14 +52,15 @@ int64_t chunk_cap(const LoadSnapshot& load, int64_t n_dec) {
 
 }  // namespace
 
-double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices) {
-  if (!load.costs.known()) return 0;
+TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices) {
+  TtftPrediction p;
+  if (!load.costs.known()) return p;
   const bool busy = load.step_in_progress;
   const int64_t join = busy ? 2 : 1;  // the step the requests not yet in the scheduler can join
   std::vector<SimSequence> running;
   for (const PendingSequence& s : load.running) {
     const int64_t out = expected_output(load, s.max_tokens, s.generated);
-    running.push_back({std::max<int64_t>(s.prefill_tokens, 0), std::max<int64_t>(out - s.generated, 1), 1, false});
+    running.push_back({std::max<int64_t>(s.prefill_tokens, 0), static_cast<double>(std::max<int64_t>(out - s.generated, 1)), 1, false});
   }
   std::deque<SimSequence> queue, later;
   // The step in progress admits from the whole queue; the request then joins ahead of the later
@@ -76,20 +78,30 @@ double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t p
     own.target = true;
     queue.push_back(own);
   }
+  p.ahead = static_cast<int64_t>(running.size() + queue.size()) - std::max<int64_t>(n_choices, 1);
   queue.insert(queue.end(), later.begin(), later.end());
   const auto max_seqs = static_cast<size_t>(std::max<int64_t>(load.max_num_seqs, 1));
+  // Speculative decoding: a decode carries `draft` tokens priced like prefill tokens and gains
+  // `gain` tokens; the first token after a prompt is one token (drafts follow decodes only).
+  const double draft = std::max(load.draft_tokens_per_decode, 0.0);
+  const double gain = std::max(load.tokens_per_decode, 1.0);
+  const auto drafts_of = [&](int64_t n_dec) -> int64_t { return std::llround(static_cast<double>(n_dec) * draft); };
   double t = 0;
+  bool seen_target = false;
   int64_t step = 1;
   for (int64_t iteration = 0; iteration < kMaxIterations && t < kHorizonS; ++iteration, ++step) {
     const bool all_decode = std::all_of(running.begin(), running.end(), [](const SimSequence& s) { return s.prefill == 0; });
     // Every slot decodes and nobody can be admitted: k identical steps until the first one ends.
     if (step > 1 && running.size() >= max_seqs && all_decode) {
-      int64_t k = INT64_MAX;
-      for (const SimSequence& s : running) k = std::min(k, s.decode_left);
-      k = std::max<int64_t>(k, 1);
-      t += static_cast<double>(k) * load.costs.step_s(static_cast<int64_t>(running.size()), 0);
-      for (SimSequence& s : running) s.decode_left -= k;
-      std::erase_if(running, [](const SimSequence& s) { return s.decode_left <= 0; });
+      double fewest = INFINITY;
+      for (const SimSequence& s : running) fewest = std::min(fewest, s.decode_left);
+      const int64_t k = std::max<int64_t>(static_cast<int64_t>(std::ceil(fewest / gain - 1e-9)), 1);
+      const auto n = static_cast<int64_t>(running.size());
+      t += static_cast<double>(k) * load.costs.step_s(n, std::min(drafts_of(n), std::max<int64_t>(load.max_batched_tokens - n, 0)));
+      p.steps += k;
+      p.decode_only_steps += k;
+      for (SimSequence& s : running) s.decode_left -= static_cast<double>(k) * gain;
+      std::erase_if(running, [](const SimSequence& s) { return s.decode_left <= 1e-9; });
       step += k - 1;
       continue;
     }
@@ -101,9 +113,11 @@ double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t p
         s.prefill = 0;
       }
     }
-    int64_t budget = std::max<int64_t>(load.max_batched_tokens - n_dec, 0);
+    const int64_t n_draft = std::min(drafts_of(n_dec), std::max<int64_t>(load.max_batched_tokens - n_dec, 0));
+    int64_t budget = std::max<int64_t>(load.max_batched_tokens - n_dec - n_draft, 0);
     if (n_dec > 0) budget = std::min(budget, chunk_cap(load, n_dec));
-    int64_t logits_rows = n_dec, other_prefill = 0;
+    int64_t logits_rows = n_dec, other_prefill = n_draft;
+    for (SimSequence& s : running) s.decoding = s.prefill == 0;
     const auto take = [&](SimSequence& s) {
       const int64_t n = std::min(budget, s.prefill);
       budget -= n;
@@ -117,6 +131,10 @@ double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t p
       if (running[i].prefill > 0) take(running[i]);
     }
     while (budget > 0 && !queue.empty() && queue.front().first_step <= step && running.size() < max_seqs) {
+      if (queue.front().target && !seen_target) {
+        seen_target = true;
+        p.queue_s = t;  // the request's first choice is admitted in this step
+      }
       running.push_back(queue.front());
       queue.pop_front();
       take(running.back());
@@ -124,19 +142,26 @@ double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t p
     double cost = load.costs.step_s(logits_rows, other_prefill);
     if (step == 1 && busy) cost = std::max(0.0, cost - load.step_age_s);
     t += cost;
+    ++p.steps;
+    p.decode_only_steps += logits_rows + other_prefill == n_dec + n_draft ? 1 : 0;
+    p.prefill_tokens += logits_rows + other_prefill - n_dec - n_draft;
     // Every sequence whose prompt is done yields a token (its first, or one more).
     for (SimSequence& s : running) {
       if (s.prefill > 0) continue;
-      if (s.target) return t;
-      --s.decode_left;
+      if (s.target) {
+        p.ttft_s = t;
+        return p;
+      }
+      s.decode_left -= s.decoding ? gain : 1.0;
     }
-    std::erase_if(running, [](const SimSequence& s) { return s.prefill == 0 && s.decode_left <= 0; });
+    std::erase_if(running, [](const SimSequence& s) { return s.prefill == 0 && s.decode_left <= 1e-9; });
     if (step == 1) {
       std::stable_partition(queue.begin(), queue.end(), [](const SimSequence& s) { return !s.later_class; });
     }
     if (running.empty() && queue.empty()) break;
   }
-  return t;
+  p.ttft_s = t;
+  return p;
 }
 
 }  // namespace qs

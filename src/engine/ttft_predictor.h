@@ -22,6 +22,13 @@
 //               choice's), minus min(age, cost of step 1) when a step is in progress (step 1 is
 //               then that step: the request and the requests submitted after it started join
 //               from step 2; those already taken into the scheduler join in step 1).
+//   speculative decoding (--spec-ngram): each decode also verifies d = draft_tokens_per_decode
+//               drafts on average (the engine's moving average over steps), so a step with n_dec
+//               decodes has llround(n_dec x d) more tokens without logits (c above: drafts run in
+//               the same chunked forward as prefill tokens and StepCosts learns them as such),
+//               taken from the token budget before prefill; a decode gains g = tokens_per_decode
+//               (1 + accepted drafts, averaged) tokens instead of one, so a sequence with m tokens
+//               left decodes ceil(m / g) more steps. The first token after a prompt is one token.
 // Queue: the scheduler's waiting queue (preempted sequences at the front, then by priority, FIFO
 // within a class), then the requests submitted but not yet in the snapshot (priority unknown:
 // counted ahead), then the request's own n choices. Waiting sequences of a later class than the
@@ -75,14 +82,32 @@ struct LoadSnapshot {
   StepCosts costs;
   double prefix_hit_ratio = 0;  // cached / looked-up prompt tokens at first admission so far, 0..1
   double output_ratio = 1;      // learned completion_tokens / max_tokens of finished sequences, 0..1
+  // Speculative decoding (--spec-ngram): per decoding sequence and step, the mean draft tokens
+  // verified (priced like prefill tokens of the step) and the mean tokens gained (1 + accepted
+  // drafts). Without speculation 0 and 1.
+  double draft_tokens_per_decode = 0;
+  double tokens_per_decode = 1;
   bool step_in_progress = false;  // the engine is running step 1 (see the file comment)
   double step_age_s = 0;          // seconds since that step began
   UnseenRequests taken;     // moved into the scheduler for the step in progress (join in step 1)
   UnseenRequests incoming;  // submitted, not yet taken by the engine (join from step 2)
 };
 
+/// A prediction and its parts (seconds from now; steps of the replay), for the request log.
+struct TtftPrediction {
+  double ttft_s = 0;      // until the first token of the request's first choice
+  double queue_s = 0;     // until the step that admits that choice begins (the rest is its prefill)
+  int64_t steps = 0;      // steps replayed (a stride of k identical steps counts k)
+  int64_t decode_only_steps = 0;  // of those, steps without prefill tokens
+  int64_t prefill_tokens = 0;     // prefill tokens replayed (the request's own included)
+  int64_t ahead = 0;      // sequences ahead of the request when it arrives (running + queued)
+};
+
 /// Predicted seconds from now until the first token of a request with `prompt_tokens` prompt
 /// tokens, `n_choices` sequences and `priority`; see the file comment. Never negative.
-double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices = 1);
+TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices = 1);
+inline double predict_ttft_s(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices = 1) {
+  return predict_ttft(load, prompt_tokens, priority, n_choices).ttft_s;
+}
 
 }  // namespace qs

@@ -35,6 +35,15 @@ void SloTicket::release() {
   own_ = {};
 }
 
+bool engine_idle(const LoadSnapshot& load) {
+  return load.running.empty() && load.waiting.empty() && load.taken.sequences == 0 && load.incoming.sequences == 0;
+}
+
+bool slo_admits(double predicted_ms, double spent_ms, double slo_ms, bool idle) {
+  if (slo_ms <= 0 || predicted_ms <= slo_ms) return true;
+  return idle && spent_ms <= slo_ms;  // the recovery from a lockout (header)
+}
+
 int slo_retry_after_s(double predicted_ms, double slo_ms) {
   return static_cast<int>(std::max(1.0, std::ceil((predicted_ms - slo_ms) / 1000.0)));
 }
@@ -53,7 +62,7 @@ SloTicket admit_by_slo(GenerationJob& job, const Engine& engine, metrics::Server
   load.incoming.max_tokens += others.max_tokens;
   const double ahead_s = predict_ttft_s(load, prompt, job.priority, n);
   job.predicted_ttft_ms = spent_ms + ahead_s * 1000.0;
-  if (job.slo_ttft_ms <= 0 || job.predicted_ttft_ms <= job.slo_ttft_ms) return ticket;
+  if (slo_admits(job.predicted_ttft_ms, spent_ms, job.slo_ttft_ms, engine_idle(load))) return ticket;
   metrics.record_admission_rejection();
   metrics.record_slo_rejection();
   char message[256];

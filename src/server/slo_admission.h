@@ -35,8 +35,23 @@ class SloTicket {
 /// result="missed"}: the promise was not kept for this client) and throws ApiError 429 (type "rate_limit_error", code
 /// "slo_ttft_unattainable") with Retry-After max(1, ceil((P - T) / 1000)) seconds and a message
 /// giving P and T. Reads a snapshot only: never waits for an engine step.
+/// Recovery from a lockout: when the engine is idle (engine_idle: nothing running, queued, taken,
+/// submitted or being admitted by another request) and the time already spent is within T, the
+/// request is admitted whatever P says. Costs learned from a stalled step (a shared machine's)
+/// could otherwise predict every request above T, and with nothing admitted no step would run to
+/// measure them again; an idle engine is the one state in which admitting costs no one else
+/// anything, and the request's own steps re-measure the costs. Its prediction is still recorded,
+/// so the error stays visible.
 /// The returned ticket holds the request's tokens in the admitting count until released.
 SloTicket admit_by_slo(GenerationJob& job, const Engine& engine, metrics::ServerMetrics& metrics);
+
+/// True when `load` shows no work at all: no running or waiting sequence, none taken into the
+/// step in progress, none submitted or being admitted (incoming, which admit_by_slo adds to).
+bool engine_idle(const LoadSnapshot& load);
+
+/// The admission rule of admit_by_slo, in milliseconds: admit when there is no SLO (`slo_ms` <= 0),
+/// when `predicted_ms` <= `slo_ms`, or when the engine is `idle` and `spent_ms` <= `slo_ms`.
+bool slo_admits(double predicted_ms, double spent_ms, double slo_ms, bool idle);
 
 /// Retry-After seconds for a prediction `predicted_ms` against an SLO `slo_ms`:
 /// max(1, ceil((predicted_ms - slo_ms) / 1000)).

@@ -4,6 +4,7 @@
 // test runs the real Scheduler on random queue states and compares.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <numeric>
@@ -53,6 +54,44 @@ TEST(StepCosts, PrefillCostPerChunkSizeBucket) {
   c.record(0, 101, 0.010 + 100 * 0.003);
   EXPECT_NEAR(c.prefill_token_s(100), 0.75 * 0.002 + 0.25 * 0.003, 1e-12);
   EXPECT_EQ(c.step_s(0, 0), 0.0);
+}
+
+TEST(StepCosts, PrefillCostIsARatioOfAveragesNotAnAverageOfClampedRatios) {
+  StepCosts c(4);
+  c.record(1, 0, 0.010);
+  // Two noisy steps with 2 prefill tokens (bucket [2, 4)): 1 ms under and 9 ms over d(1).
+  // Averaging per-step ratios clamped at 0 would give 0.25 x 9 / 2 = 1.125 ms/token (the noise
+  // below the decode cost lost, the noise above kept); the ratio of the averages keeps both:
+  // (0.75 x -1 + 0.25 x 9) / (0.75 x 2 + 0.25 x 2) = 0.75 ms/token.
+  c.record(1, 2, 0.009);
+  c.record(1, 2, 0.019);
+  EXPECT_NEAR(c.prefill_token_s(2), 0.00075, 1e-12);
+  // Chunk sizes within a bucket are weighted by their tokens: 3 tokens 3 ms over d(1) next:
+  // (0.75 x 1.5 + 0.25 x 3) / (0.75 x 2 + 0.25 x 3) = 1.875 / 2.25 ms/token.
+  c.record(1, 3, 0.013);
+  EXPECT_NEAR(c.prefill_token_s(3), 0.001875 / 2.25, 1e-12);
+  // A bucket whose steps ran below the decode cost on average is free, never negative.
+  c.record(1, 8, 0.005);
+  EXPECT_EQ(c.prefill_token_s(8), 0.0);
+}
+
+TEST(StepCosts, AStalledStepCountsAsTwiceTheAverageAtMost) {
+  StepCosts c(4);
+  c.record(2, 0, 0.015);
+  c.record(2, 0, 0.100);  // descheduled: counted as 30 ms
+  EXPECT_NEAR(c.decode_s(2), 0.75 * 0.015 + 0.25 * 0.030, 1e-12);
+  c.record(1, 0, 0.010);
+  c.record(1, 100, 0.010 + 0.100);  // 1 ms per token in [64, 128)
+  c.record(1, 100, 1.0);            // counted as 2 x 110 ms: 210 ms over d(1)
+  EXPECT_NEAR(c.prefill_token_s(100), (0.75 * 0.100 + 0.25 * 0.210) / 100, 1e-12);
+  // A sustained slowdown still comes through, by at most 1/4 a step: 4 steps of 10x.
+  double expected = c.decode_s(2);
+  for (int i = 0; i < 4; ++i) {
+    c.record(2, 0, 0.150);
+    expected = 0.75 * expected + 0.25 * std::min(0.150, 2 * expected);
+  }
+  EXPECT_NEAR(c.decode_s(2), expected, 1e-12);
+  EXPECT_GT(c.decode_s(2), 2 * 0.015);
 }
 
 // ---- Hand-computed queue states ---------------------------------------------------------------
@@ -106,6 +145,13 @@ TEST(TtftPredictor, ChunksNextToRunningDecodes) {
   // Step 1 (in progress, 5 ms spent): the two decodes, 15 - 5 ms. Steps 2, 3: decodes + 50
   // tokens (15 + 50 ms). Step 4: decodes + the last 20 tokens with logits (3 rows, 20 + 19 ms).
   EXPECT_NEAR(predict_ttft_s(s, 120, 0), 0.010 + 0.065 + 0.065 + 0.039, 1e-12);
+  // Its parts: admitted in step 2 (after 10 ms), 4 steps of which 1 without prefill, 120 tokens.
+  const TtftPrediction p = predict_ttft(s, 120, 0);
+  EXPECT_NEAR(p.queue_s, 0.010, 1e-12);
+  EXPECT_EQ(p.steps, 4);
+  EXPECT_EQ(p.decode_only_steps, 1);
+  EXPECT_EQ(p.prefill_tokens, 120);
+  EXPECT_EQ(p.ahead, 2);
 }
 
 TEST(TtftPredictor, FullSlotsWaitForTheFirstSequenceToEnd) {
@@ -123,6 +169,33 @@ TEST(TtftPredictor, FullSlotsWaitForTheFirstSequenceToEnd) {
   EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 29 * 0.010 + 0.019, 1e-12);
   one.output_ratio = 0.5;
   EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 9 * 0.010 + 0.019, 1e-12);
+}
+
+TEST(TtftPredictor, SpeculativeDecodingVerifiesDraftsInEveryDecode) {
+  // Two drafts per decode, priced like prefill tokens of the step (1 ms each here).
+  LoadSnapshot s = snapshot(4, 50);
+  s.running = {decoding(100, 10), decoding(100, 10)};
+  s.step_in_progress = true;
+  s.step_age_s = 0.005;
+  s.draft_tokens_per_decode = 2;
+  s.tokens_per_decode = 1;
+  // Step 1: 2 decodes + 4 drafts, 15 + 4 - 5 ms. Steps 2, 3: the same + 50 prompt tokens
+  // (2 rows + 54 tokens). Step 4: the last 20 with logits (3 rows + 4 + 19 tokens).
+  EXPECT_NEAR(predict_ttft_s(s, 120, 0), 0.014 + 0.069 + 0.069 + 0.043, 1e-12);
+  // A decode that gains 3 tokens a step ends sooner: 30 tokens left. Step 1: 1 decode + 2 drafts
+  // (12 ms), 27 left; steps 2-10 in one stride of ceil(27 / 3) = 9 steps of 12 ms; step 11: the
+  // prompt's 10 tokens (1 row + 9).
+  LoadSnapshot one = snapshot(1, 100);
+  one.running = {decoding(40, 10)};
+  one.step_in_progress = true;
+  one.draft_tokens_per_decode = 2;
+  one.tokens_per_decode = 3;
+  EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.012 + 9 * 0.012 + 0.019, 1e-12);
+  // Fractional means: 0.5 drafts a decode, 1.5 tokens gained: 30 left. Step 1: llround(0.5) = 1
+  // draft (11 ms), 28.5 left; a stride of ceil(28.5 / 1.5) = 19 steps of 11 ms; then 19 ms.
+  one.draft_tokens_per_decode = 0.5;
+  one.tokens_per_decode = 1.5;
+  EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.011 + 19 * 0.011 + 0.019, 1e-12);
 }
 
 TEST(TtftPredictor, QueueOrderPriorityAndPreemption) {

@@ -121,5 +121,36 @@ TEST(SloAdmission, RetryAfterIsTheCeilingOfTheExcessInSecondsAtLeastOne) {
   EXPECT_EQ(slo_retry_after_s(4000, 1000), 3);    // exactly 3 s over
 }
 
+TEST(SloAdmission, AnIdleEngineAdmitsWhateverThePredictionToReMeasureIt) {
+  EXPECT_TRUE(slo_admits(5000, 1, 0, false));      // no SLO
+  EXPECT_TRUE(slo_admits(999, 1, 1000, false));    // predicted within T
+  EXPECT_TRUE(slo_admits(1000, 1, 1000, false));   // exactly T
+  EXPECT_FALSE(slo_admits(1001, 1, 1000, false));  // over T with work ahead: 429
+  // Locked out by inflated costs: an idle engine admits (its steps re-measure the costs) ...
+  EXPECT_TRUE(slo_admits(60000, 1, 1000, true));
+  // ... unless the time already spent preparing the request exceeds T by itself.
+  EXPECT_FALSE(slo_admits(60000, 1000.5, 1000, true));
+  EXPECT_FALSE(slo_admits(1, 0.002, 0.001, true));
+}
+
+TEST(SloAdmission, IdleMeansNothingRunningQueuedTakenOrIncoming) {
+  LoadSnapshot load;
+  EXPECT_TRUE(engine_idle(load));
+  load.costs = StepCosts(4);  // learned costs do not matter
+  EXPECT_TRUE(engine_idle(load));
+  LoadSnapshot running = load;
+  running.running.push_back({});
+  EXPECT_FALSE(engine_idle(running));
+  LoadSnapshot waiting = load;
+  waiting.waiting.push_back({});
+  EXPECT_FALSE(engine_idle(waiting));
+  LoadSnapshot taken = load;
+  taken.taken.sequences = 1;
+  EXPECT_FALSE(engine_idle(taken));
+  LoadSnapshot incoming = load;
+  incoming.incoming.sequences = 2;  // submitted, or another request being admitted
+  EXPECT_FALSE(engine_idle(incoming));
+}
+
 }  // namespace
 }  // namespace qs
