@@ -304,11 +304,13 @@ void q6_k_r8_tokens(int64_t nb, const Q6KR8* w, const BlockQ8_K* const* a, float
     __m256i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = offset_products(x.offset_pairs, a[t][b]);
     for (int k = 0; k < 16; ++k) {  // sub-blocks of 16: 4 vectors, int16 sums of 2
-      const uint8_t* qk = x.qs[0][0] + 128 * k;
-      __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk));
-      __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk + 32));
-      __m256i q2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk + 64));
-      __m256i q3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk + 96));
+      // Sub-block k's 4 vectors are qs[k / 2][4 * (k % 2) + 0..3] (indexed, not offset from
+      // qs[0][0]: pointer arithmetic past one 32-byte row is undefined, UBSan's bounds check).
+      const uint8_t(*qk)[32] = &x.qs[k / 2][4 * (k % 2)];
+      __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk[0]));
+      __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk[1]));
+      __m256i q2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk[2]));
+      __m256i q3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qk[3]));
       __m256i sc = load256(x.scales[k]);
       pin(q0);
       pin(q1);
