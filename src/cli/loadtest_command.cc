@@ -47,7 +47,7 @@ struct LoadtestOptions {
   bool quiet = false;
 };
 
-std::vector<double> parse_list(const std::string& text, const std::string& option) {
+std::vector<double> parse_number_list(const std::string& text, const std::string& option) {
   std::vector<double> values;
   std::stringstream ss(text);
   std::string item;
@@ -179,8 +179,8 @@ int run_loadtest(const LoadtestOptions& opt) {
   const loadtest::EndpointConfig endpoint = endpoint_config(opt);
   const bool open_loop = !opt.request_rate.empty();
   const std::vector<double> levels =
-      open_loop ? parse_list(opt.request_rate, "--request-rate")
-                : parse_list(opt.concurrency.empty() ? "1" : opt.concurrency, "--concurrency");
+      open_loop ? parse_number_list(opt.request_rate, "--request-rate")
+                : parse_number_list(opt.concurrency.empty() ? "1" : opt.concurrency, "--concurrency");
   for (double v : levels) {
     if (!open_loop && (v != std::floor(v) || v > 100000)) {
       throw Error("--concurrency values must be integers (at most 100000)");

@@ -26,6 +26,8 @@ namespace qs {
 inline constexpr int kBlockQ8_0 = 32;   // elements per Q8_0 / Q4_0 / Q8_0A block
 inline constexpr int kBlockK = 256;     // elements per K-quant super-block (QK_K)
 inline constexpr int kScaleBytesK = 12; // packed 6-bit scales + mins of Q4_K / Q5_K
+inline constexpr int kSubBlocks = 8;    // Q4_K / Q5_K sub-blocks of 32
+inline constexpr int kSubBlock = 32;
 
 /// Q8_0: 32 int8 quants with one f16 scale; x[i] = d * qs[i]. 34 bytes.
 struct BlockQ8_0 {

@@ -19,9 +19,6 @@
 namespace qs {
 namespace {
 
-constexpr int kSubBlocks = 8;  // Q4_K / Q5_K sub-blocks of 32
-constexpr int kSubBlock = 32;
-
 // Decodes one Q4_K / Q5_K super-block given its per-element levels q[256].
 void decode_min_scale(uint16_t d_bits, uint16_t dmin_bits, const uint8_t scales[kScaleBytesK],
                       const uint8_t q[kBlockK], float* y) {

@@ -13,9 +13,6 @@
 namespace qs {
 namespace {
 
-constexpr int kSubBlocks = 8;   // Q4_K / Q5_K sub-blocks of 32
-constexpr int kSubBlock = 32;
-
 // Inverse of unpack_scale_min_k4: sc and m are 6-bit values for sub-blocks 0..7.
 void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t s[kScaleBytesK]) {
   for (int j = 0; j < 4; ++j) {

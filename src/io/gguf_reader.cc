@@ -8,16 +8,15 @@
 
 #include "core/error.h"
 #include "io/binary_cursor.h"
+#include "io/format_util.h"
 
 namespace qs {
 namespace {
 
 constexpr uint32_t kMaxValueType = static_cast<uint32_t>(GgufValueType::FLOAT64);
-constexpr int kMaxArrayNesting = 8;  // deeper nesting is rejected (no real model uses more than 1)
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;               // empty key, type, one-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
-constexpr uint64_t kDefaultAlignment = 32;
 
 struct GgufHeader {
   uint32_t version = 0;
@@ -68,10 +67,6 @@ uint64_t sat_add(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<uint64_t>::max() : sum;
 }
 
-uint64_t align_up(uint64_t offset, uint64_t alignment) {
-  return offset + (alignment - offset % alignment) % alignment;
-}
-
 GgufValueType read_value_type(BinaryCursor& cur, const char* what) {
   const size_t at = cur.offset();
   const uint32_t raw = cur.read<uint32_t>(what);
@@ -85,8 +80,8 @@ GgufValueType read_value_type(BinaryCursor& cur, const char* what) {
 GgufValue read_value(BinaryCursor& cur, GgufValueType type, int depth);
 
 std::shared_ptr<GgufArray> read_array(BinaryCursor& cur, int depth) {
-  if (depth > kMaxArrayNesting) {
-    cur.fail("arrays nested more than " + std::to_string(kMaxArrayNesting) + " levels deep");
+  if (depth > kGgufMaxArrayNesting) {
+    cur.fail("arrays nested more than " + std::to_string(kGgufMaxArrayNesting) + " levels deep");
   }
   auto array = std::make_shared<GgufArray>();
   array->element_type = read_value_type(cur, "array element type");
@@ -187,7 +182,7 @@ std::map<std::string, GgufValue> read_metadata(BinaryCursor& cur, uint64_t count
 /// general.alignment (uint32 by the spec; any integer type accepted), default 32.
 uint64_t alignment_from(const std::map<std::string, GgufValue>& metadata, BinaryCursor& cur) {
   const auto it = metadata.find("general.alignment");
-  if (it == metadata.end()) return kDefaultAlignment;
+  if (it == metadata.end()) return kGgufDefaultAlignment;
   const GgufValue& v = it->second;
   std::string shown;  // the value as stored, for the message
   uint64_t alignment = 0;
@@ -241,12 +236,6 @@ std::vector<RawTensorInfo> read_tensor_infos(BinaryCursor& cur, uint64_t count) 
     }
   }
   return infos;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 /// Shape (outermost first) of `info`, checking each dim is 1..2^63-1 and the product fits int64.

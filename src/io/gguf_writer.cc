@@ -9,13 +9,12 @@
 
 #include "core/error.h"
 #include "io/binary_cursor.h"
+#include "io/format_util.h"
 
 namespace qs {
 namespace {
 
 constexpr uint32_t kGgufVersion = 3;
-constexpr uint32_t kDefaultAlignment = 32;
-constexpr int kMaxArrayNesting = 8;  // GgufFile rejects deeper nesting
 constexpr const char* kAlignmentKey = "general.alignment";
 constexpr size_t kMaxKeyBytes = 65535;      // spec limit on metadata keys
 constexpr size_t kMaxTensorNameBytes = 64;  // spec limit on tensor names
@@ -28,10 +27,6 @@ void put(std::string& out, T value) {
 void put_string(std::string& out, const std::string& s) {
   put<uint64_t>(out, s.size());
   out += s;
-}
-
-uint64_t align_up(uint64_t offset, uint64_t alignment) {
-  return offset + (alignment - offset % alignment) % alignment;
 }
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& problem) {
@@ -76,7 +71,7 @@ void check_value(const std::string& key, const GgufValue& v, int depth) {
     case GgufValueType::ARRAY: {
       const auto* a = std::get_if<std::shared_ptr<GgufArray>>(&v.value);
       if (a == nullptr || *a == nullptr) bad_value(key, "array value without an array");
-      if (depth >= kMaxArrayNesting) bad_value(key, "arrays nested too deep");
+      if (depth >= kGgufMaxArrayNesting) bad_value(key, "arrays nested too deep");
       for (const GgufValue& e : (*a)->values) {
         if (e.type != (*a)->element_type) {
           bad_value(key, "array of " + gguf_type_name((*a)->element_type) + " holds a " +
@@ -323,7 +318,7 @@ void GgufWriter::add_tensor_lazy(const std::string& name, DType dtype, std::vect
 std::string GgufWriter::encode_head() const {
   bool has_alignment_key = false;
   for (const auto& kv : metadata_) has_alignment_key |= kv.first == kAlignmentKey;
-  const bool add_alignment_key = alignment_ != kDefaultAlignment && !has_alignment_key;
+  const bool add_alignment_key = alignment_ != kGgufDefaultAlignment && !has_alignment_key;
   std::string out = "GGUF";
   put(out, kGgufVersion);
   put<uint64_t>(out, tensors_.size());

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/binary_cursor.h"
+#include "io/format_util.h"
 
 namespace qs {
 namespace {
@@ -44,12 +45,6 @@ std::optional<std::vector<int64_t>> int_list(const json& j) {
     out.push_back(static_cast<int64_t>(v));
   }
   return out;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 /// Parses the JSON header of a mapped .safetensors file; returns it and its length in bytes.

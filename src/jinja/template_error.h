@@ -22,4 +22,8 @@ class TemplateError : public std::runtime_error {
   int line_;
 };
 
+// Throws a TemplateError without a line (the evaluator fills it in); shared by the globals,
+// methods, filters and expression evaluator.
+[[noreturn]] inline void fail(const std::string& message) { throw TemplateError(message); }
+
 }  // namespace qs::chat

@@ -11,8 +11,6 @@
 namespace qs::chat {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw TemplateError(message); }
-
 // Clamps an integral double to a range where conversion to long long is safe.
 long long to_index(double value) {
   if (std::isnan(value)) return 0;

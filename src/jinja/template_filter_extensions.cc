@@ -12,8 +12,6 @@
 namespace qs::chat {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw TemplateError(message); }
-
 // Python's round(x, ndigits) for floats: correctly rounded, ties to even on the exact binary
 // value.
 double python_round(double x, int ndigits) {

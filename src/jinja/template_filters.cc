@@ -13,8 +13,6 @@
 namespace qs::chat {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw TemplateError(message); }
-
 Value length_of(const Value& v) {
   if (v.is_string()) return Value::integer(static_cast<double>(text::utf16_length(v.str())));
   if (v.is_array()) return Value::integer(static_cast<double>(v.items().size()));

@@ -12,8 +12,6 @@ namespace {
 
 constexpr double kMaxRangeLength = 1 << 24;
 
-[[noreturn]] void fail(const std::string& message) { throw TemplateError(message); }
-
 // namespace(mapping_or_pairs?, **kwargs): a fresh mutable namespace.
 Value make_namespace(const CallArgs& args, Environment&) {
   if (args.positional.size() > 1)

@@ -12,8 +12,6 @@
 namespace qs::chat {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw TemplateError(message); }
-
 using Method = Value (*)(const Value& self, const CallArgs& args);
 
 Value bind(const Value& self, Method method) {

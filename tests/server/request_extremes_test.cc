@@ -17,7 +17,7 @@
 namespace qs {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 std::string nested(int depth, const std::string& inner = "1") {
   return std::string(static_cast<size_t>(depth), '[') + inner + std::string(static_cast<size_t>(depth), ']');
@@ -41,7 +41,7 @@ const ChatTemplate& qwen3_template() {
 
 int status_of(const std::string& body) {
   try {
-    const json parsed = parse_json_limited(body);
+    const ojson parsed = parse_json_limited(body);
     const ServerOptions options;
     const JobContext ctx{options, test::qwen_tokenizer(), qwen3_template(), 1 << 20};
     if (parsed.contains("prompt")) {
@@ -107,7 +107,7 @@ TEST(RequestExtremes, NestingUpToTheLimitIsParsed) {
 TEST(RequestExtremes, DeepJsonInsideToolCallArgumentsStringStaysAString) {
   // OpenAI clients send arguments as a JSON string, which the parser decodes for the template:
   // a string holding 1,000,000 levels is left as it is instead of being decoded.
-  const std::string args = json(nested(1000000)).dump();
+  const std::string args = ojson(nested(1000000)).dump();
   const std::string body = R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"c",)"
                            R"("tool_calls":[{"function":{"name":"f","arguments":)" + args + R"(}}]}]})";
   const ChatRequest request = parse_chat_request(parse_json_limited(body), test::qwen_tokenizer().vocab_size());
@@ -138,7 +138,7 @@ TEST(RequestExtremes, LongStringsAndManyMessagesAreServedOrRefusedByLength) {
   const std::string long_text(1u << 20, 'a');
   const ServerOptions options;
   const JobContext small{options, test::qwen_tokenizer(), qwen3_template(), 4096};
-  const json body = parse_json_limited(R"({"messages":[{"role":"user","content":")" + long_text + R"("}]})");
+  const ojson body = parse_json_limited(R"({"messages":[{"role":"user","content":")" + long_text + R"("}]})");
   try {
     build_chat_job(parse_chat_request(body, test::qwen_tokenizer().vocab_size()), small);
     FAIL() << "a 1 MiB prompt fitted a 4096-token context";
@@ -147,8 +147,8 @@ TEST(RequestExtremes, LongStringsAndManyMessagesAreServedOrRefusedByLength) {
     EXPECT_NE(std::string(e.what()).find("maximum context length"), std::string::npos) << e.what();
   }
   // 20000 messages render.
-  json many = json::object();
-  many["messages"] = json::array();
+  ojson many = ojson::object();
+  many["messages"] = ojson::array();
   for (int i = 0; i < 20000; ++i) many["messages"].push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "m"}});
   EXPECT_EQ(status_of(many.dump()), 200);
 }

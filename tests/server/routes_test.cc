@@ -159,10 +159,12 @@ TEST(Routes, TokenizeContinueFinalMessageLeavesTheLastMessageOpen) {
 TEST(Routes, TokenizeWithAWrongTypedTemplateFieldIs400NamingIt) {
   TokenizeFixture f;
   const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
-  for (const auto& [field, value] : {std::pair<std::string, json>{"add_generation_prompt", "yes"},
-                                     std::pair<std::string, json>{"add_generation_prompt", 1},
-                                     std::pair<std::string, json>{"continue_final_message", "no"},
-                                     std::pair<std::string, json>{"chat_template_kwargs", json::array()}}) {
+  for (const auto& entry : {std::pair<std::string, json>{"add_generation_prompt", "yes"},
+                            std::pair<std::string, json>{"add_generation_prompt", 1},
+                            std::pair<std::string, json>{"continue_final_message", "no"},
+                            std::pair<std::string, json>{"chat_template_kwargs", json::array()}}) {
+    const std::string& field = entry.first;  // a lambda cannot capture a structured binding in clang 14
+    const json& value = entry.second;
     const ApiError e = caught([&] {
       httplib::Response res;
       handle_tokenize(post_json({{"messages", messages}, {field, value}}), f.ctx, res);

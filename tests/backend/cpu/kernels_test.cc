@@ -41,16 +41,22 @@ float float_of(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-// binary16 conversions of the compiler's _Float16 (libgcc's soft-float routines, independent of
-// formats/dtype.cc).
+// binary16 conversions of the compiler's half type (libgcc's or compiler-rt's soft-float routines,
+// independent of formats/dtype.cc): _Float16 in gcc, __fp16 in clang 14 (which has no _Float16 on
+// x86; the sanitizer build uses clang).
+#if defined(__clang__)
+using CompilerHalf = __fp16;
+#else
+using CompilerHalf = _Float16;
+#endif
 uint16_t to_half(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
+  const CompilerHalf h = static_cast<CompilerHalf>(f);
   uint16_t bits;
   std::memcpy(&bits, &h, sizeof bits);
   return bits;
 }
 float from_half(uint16_t bits) {
-  _Float16 h;
+  CompilerHalf h;
   std::memcpy(&h, &bits, sizeof h);
   return static_cast<float>(h);
 }
