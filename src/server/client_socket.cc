@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "server/request_deadline.h"
+
 namespace qs {
 namespace {
 
@@ -70,7 +72,20 @@ bool peer_closed(int fd) {
 }
 
 std::function<bool()> disconnect_probe(const std::string& remote_addr, int remote_port, int local_port) {
-  const int fd = find_client_socket(remote_addr, remote_port, local_port);
+  // In the server the handler runs on the thread serving the connection, which knows its socket
+  // (recorded at accept). Only without one (a handler called outside serve_connection) are the
+  // process's descriptors searched: that scan reads descriptors other HTTP threads close at the same
+  // time (TSan's report under the chaos e2e test), harmless for the match but a race on them.
+  int fd = request_deadline::current_socket();
+  if (fd >= 0) {
+    sockaddr_storage peer{}, local{};
+    socklen_t peer_len = sizeof peer, local_len = sizeof local;
+    const bool same = getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 &&
+                      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
+                      port_of(peer) == remote_port && port_of(local) == local_port;
+    if (!same) fd = -1;
+  }
+  if (fd < 0) fd = find_client_socket(remote_addr, remote_port, local_port);
   if (fd < 0) return [] { return false; };
   return [fd] { return peer_closed(fd); };
 }

@@ -14,6 +14,8 @@
 namespace {
 
 thread_local int t_accepted_socket = -1;
+// The socket of the connection this thread serves (inside serve_connection), or -1.
+thread_local int t_served_socket = -1;
 // The connection this thread serves, while its request head is being read: the socket (-1 when not
 // in the head phase) and the head bytes received so far.
 thread_local int t_head_socket = -1;
@@ -126,6 +128,8 @@ void configure(const Timeouts& timeouts) {
   }
 }
 
+int current_socket() { return t_served_socket; }
+
 int take_accepted_socket() {
   const int fd = t_accepted_socket;
   t_accepted_socket = -1;
@@ -146,6 +150,7 @@ void serve_connection(int fd, const std::function<void()>& serve) {
     }
   }
   t_connection = id;
+  t_served_socket = fd;
   t_connection_socket = id != 0 ? fd : -1;
   t_head_socket = t_connection_socket;
   t_head_bytes = 0;
@@ -154,6 +159,7 @@ void serve_connection(int fd, const std::function<void()>& serve) {
     uint64_t id;
     ~Unregister() {
       t_connection = 0;
+      t_served_socket = -1;
       t_connection_socket = -1;
       t_head_socket = -1;
       if (id == 0) return;

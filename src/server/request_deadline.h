@@ -42,6 +42,10 @@ void configure(const Timeouts& timeouts);
 /// The socket accept() returned last on this thread, or -1; resets it to -1.
 int take_accepted_socket();
 
+/// The socket of the connection the calling thread serves (inside serve_connection), or -1: what a
+/// route handler probes to see its client leave.
+int current_socket();
+
 /// Runs `serve` (httplib serving one connection) with the connection `fd` registered, its head
 /// deadline starting now. fd < 0: runs `serve` untracked.
 void serve_connection(int fd, const std::function<void()>& serve);
