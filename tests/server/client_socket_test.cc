@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "server/client_socket.h"
+#include "server/request_deadline.h"
 
 namespace qs {
 namespace {
@@ -48,6 +49,40 @@ TEST(ClientSocket, FindsTheConnectionAndSeesTheClientClose) {
   while (recv(accepted, buf, sizeof buf, MSG_DONTWAIT) > 0) {
   }
   EXPECT_TRUE(peer_closed(accepted));
+  close(accepted);
+  close(listener);
+}
+
+// Inside serve_connection (the server's HTTP thread) the probe takes the socket that thread serves
+// instead of scanning every descriptor of the process (which raced with other HTTP threads
+// closing theirs: TSan under the chaos e2e test).
+TEST(ClientSocket, ProbeInsideServeConnectionUsesTheServedSocket) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  const int server_port = port_of(listener, false);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  addr.sin_port = htons(static_cast<uint16_t>(server_port));
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int accepted = accept(listener, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  const int client_port = port_of(client, false);
+
+  EXPECT_EQ(request_deadline::current_socket(), -1);
+  std::function<bool()> gone;
+  request_deadline::serve_connection(accepted, [&] {
+    EXPECT_EQ(request_deadline::current_socket(), accepted);
+    gone = disconnect_probe("127.0.0.1", client_port, server_port);
+  });
+  EXPECT_EQ(request_deadline::current_socket(), -1);
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(gone());
+  close(client);
+  for (int i = 0; i < 100 && !gone(); ++i) usleep(1000);
+  EXPECT_TRUE(gone());
   close(accepted);
   close(listener);
 }
