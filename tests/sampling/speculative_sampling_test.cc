@@ -110,9 +110,13 @@ TEST(SpeculativeSampling, OneUniformStepOutputsTheTargetForAnyDraft) {
     if (beta < 0.999) {  // the tokens emitted on rejection follow normalize(max(0, p - q))
       const std::vector<double> r = normalized(residual);
       for (size_t i = 0; i < 6; ++i) {
-        if (r[i] == 0) EXPECT_EQ(o.rejected[i], 0) << "draft " << d << " token " << i;
+        if (r[i] == 0) {
+          EXPECT_EQ(o.rejected[i], 0) << "draft " << d << " token " << i;
+        }
       }
-      if (support(r) > 1) EXPECT_LT(stats::chi_square(o.rejected, r), critical(r)) << "draft " << d;
+      if (support(r) > 1) {
+        EXPECT_LT(stats::chi_square(o.rejected, r), critical(r)) << "draft " << d;
+      }
     } else {
       EXPECT_EQ(o.accepted, kTrials) << "draft " << d;
     }
