@@ -18,6 +18,17 @@
 // draws d, d + 1, .., d + k (row j samples the token after the chunk's first j drafts, with the
 // penalty history and mask of that position); each row is sampled independently, exactly as a
 // one-token step at that position would be, and the engine accepts or rejects the drafts.
+//
+// Sampled drafts (a draft model drawing x ~ q; sampling/rejection_sampler.h): a verify row j < k
+// whose draft was sampled names its draft token and q (draft_probs_row, a dense row of
+// SamplingBatch::draft_probs); the backend computes the row's processed distribution p (steps
+// 1-5 without the draw), takes the row's one draw u and emits x when u * q(x) < p(x), else a
+// token drawn from normalize(max(0, p - q)) with the rescaled u (Leviathan et al. 2023,
+// Algorithm 1). Greedy rows ignore q (argmax). A backend that ignores draft_probs_row samples
+// the row from p as a one-token step would: still exactly p (the engine accepts while the
+// sampled token equals the draft), only with a lower acceptance rate.
+// want_probs asks for the row's processed distribution (a draft model's q) back in
+// StepOutput::probs, and the token drawn from it (one draw, inverse CDF over ascending ids).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +59,11 @@ struct SamplingRow {
   int64_t prompt_begin = 0, prompt_len = 0, output_begin = 0, output_len = 0;
   // Sparse logit bias: [begin, begin + n) of SamplingBatch::bias_ids / bias_values.
   int64_t bias_begin = 0, bias_len = 0;
+  // Speculative verification of a sampled draft: the draft token x and its draft distribution
+  // q, row draft_probs_row of SamplingBatch::draft_probs (-1: none, sample the row plainly).
+  int32_t draft_token = -1;
+  int32_t draft_probs_row = -1;
+  bool want_probs = false;      // copy the processed distribution into StepOutput::probs
 };
 
 struct SamplingBatch {
@@ -58,9 +74,12 @@ struct SamplingBatch {
   std::vector<int32_t> history;            // token ids referenced by rows' prompt/output ranges
   std::vector<int32_t> bias_ids;           // sparse logit bias
   std::vector<float> bias_values;
+  std::vector<float> draft_probs;          // [n_draft_rows, vocab_rows] f32: draft distributions q
 
   int32_t mask_words() const { return (vocab_rows + 31) / 32; }
-  void clear() { rows.clear(); allowed_mask.clear(); history.clear(); bias_ids.clear(); bias_values.clear(); }
+  void clear() {
+    rows.clear(); allowed_mask.clear(); history.clear(); bias_ids.clear(); bias_values.clear(); draft_probs.clear();
+  }
 };
 
 struct TopLogprob {
@@ -77,8 +96,15 @@ struct StepOutput {
   // Raw logits rows for rows with want_logits, in row order: [n_rows_wanting, vocab_rows] f32.
   std::vector<float> logits;
   std::vector<int32_t> logits_row;         // [n_logits] row into `logits`, -1 when not wanted
+  // Processed distributions of rows with want_probs, in row order: [n_rows_wanting, vocab_rows]
+  // f32 (each sums to 1; one-hot for greedy rows), and each row's index into it (-1: none).
+  std::vector<float> probs;
+  std::vector<int32_t> probs_row;          // [n_logits]
 
-  void clear() { sampled.clear(); sampled_logprob.clear(); top.clear(); top_begin.clear(); top_len.clear(); logits.clear(); logits_row.clear(); }
+  void clear() {
+    sampled.clear(); sampled_logprob.clear(); top.clear(); top_begin.clear(); top_len.clear(); logits.clear();
+    logits_row.clear(); probs.clear(); probs_row.clear();
+  }
 };
 
 }  // namespace qs

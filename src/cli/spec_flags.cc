@@ -26,7 +26,8 @@ void SpecFlags::add_to(CLI::App& command) {
       ->check(CLI::Range(0, kMaxDraftTokens))->capture_default_str();
   command.add_option("--model-draft", model_draft,
                      "Speculative decoding with a draft model: a smaller GGUF / HF model with the same tokenizer "
-                     "(e.g. Qwen3-0.6B for Qwen3-8B), run greedily on its own CPU backend and KV cache");
+                     "(e.g. Qwen3-0.6B for Qwen3-8B), on its own CPU backend and KV cache (greedy requests: argmax drafts; "
+                     "sampled ones: drafts drawn from its own distribution, verified by rejection sampling)");
   command.add_option("--draft-max", draft_max, "Draft tokens verified per step at most (with --spec-ngram or --model-draft)")
       ->check(CLI::Range(1, kMaxDraftTokens))->capture_default_str();
   command.add_option("--speculative-config", speculative_config,

@@ -32,8 +32,17 @@ bool DraftModelProposer::reserve(DraftSequence& seq, int64_t n_tokens) {
   return true;
 }
 
+uint64_t draft_seed(uint64_t seed) {
+  uint64_t z = seed ^ 0x5350454344524654ull;  // "SPECDRFT"
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 void DraftModelProposer::drop(Work& w) {
   w.request->out->clear();
+  if (w.request->probs != nullptr) w.request->probs->clear();
   w.active = false;
   for (const int32_t block : w.seq->block_table) blocks_.release(block);
   w.seq->block_table.clear();
@@ -47,6 +56,7 @@ void DraftModelProposer::propose(std::span<const DraftRequest> requests) {
   const int64_t context = backend_.limits().max_context_tokens;
   for (const DraftRequest& r : requests) {
     r.out->clear();
+    if (r.probs != nullptr) r.probs->clear();
     const auto n = static_cast<int64_t>(r.tokens.size());
     // Positions the draft computes: the n tokens and drafts 0..k-2 (the k-th is not computed).
     if (r.k < 1 || n < 1 || n + r.k - 1 > context) continue;
@@ -59,6 +69,13 @@ void DraftModelProposer::propose(std::span<const DraftRequest> requests) {
     w.seq = &seq;
     w.tokens.assign(r.tokens.begin(), r.tokens.end());
     w.n_computed = keep;
+    if (r.sampling != nullptr) {
+      w.sampling.params = r.sampling->params;
+      w.sampling.params.seed = draft_seed(r.sampling->seed);
+      w.sampling.seed = *w.sampling.params.seed;
+      const SamplingParams& p = r.sampling->params;
+      w.sampled = r.probs != nullptr && p.temperature != 0.0f && p.top_k != 1;
+    }
     work_.push_back(std::move(w));
   }
   const int64_t max_tokens = backend_.limits().max_batch_tokens;
@@ -78,11 +95,16 @@ void DraftModelProposer::propose(std::span<const DraftRequest> requests) {
       StepSequence in;
       in.seq_id = w.request->seq_id;
       in.tokens = w.tokens;
-      in.n_prompt = static_cast<int64_t>(w.request->tokens.size());
+      in.n_prompt = w.request->n_prompt >= 0 ? w.request->n_prompt : static_cast<int64_t>(w.request->tokens.size());
       in.first = w.n_computed;
       in.n = take;
       in.block_table = w.seq->block_table;
-      in.n_logits = take == pending ? 1 : 0;  // greedy: sampling stays null
+      in.n_logits = take == pending ? 1 : 0;
+      if (w.request->sampling != nullptr) {
+        w.sampling.draws = static_cast<uint64_t>(w.tokens.size());  // the drafted token's position
+        in.sampling = &w.sampling;
+      }
+      in.want_probs = w.sampled;
       const int32_t row = runner_.add(in);
       w.row = in.n_logits > 0 ? row : -1;
       w.n_added = take;
@@ -99,9 +121,20 @@ void DraftModelProposer::propose(std::span<const DraftRequest> requests) {
       w.n_computed += w.n_added;
       w.n_added = 0;
       if (w.row < 0) continue;
-      const int32_t draft = out.sampled[static_cast<size_t>(w.row)];
+      const auto row = static_cast<size_t>(w.row);
+      const int32_t draft = out.sampled[row];
       w.row = -1;
       w.request->out->push_back(draft);
+      if (w.sampled) {
+        if (row < out.probs_row.size() && out.probs_row[row] >= 0) {
+          const auto vocab = static_cast<size_t>(backend_.vocab_rows());
+          const float* q = out.probs.data() + static_cast<size_t>(out.probs_row[row]) * vocab;
+          w.request->probs->insert(w.request->probs->end(), q, q + vocab);
+        } else {  // the backend returns no distributions: verify the drafts as point masses
+          w.sampled = false;
+          w.request->probs->clear();
+        }
+      }
       if (static_cast<int32_t>(w.request->out->size()) == w.request->k) {
         w.active = false;
       } else {

@@ -1,7 +1,16 @@
 // Speculative decoding with a draft model (Leviathan et al. 2023; llama.cpp's --model-draft,
 // vLLM's draft_model method): a smaller model with the target's tokenizer runs on its own backend
-// instance with its own paged KV cache and proposes k tokens greedily (argmax, a point-mass draft
-// distribution: verified by the one-hot rejection step, sampling/rejection_sampler.h).
+// instance with its own paged KV cache and proposes k tokens: for a greedy request the argmax
+// (after the request's logit bias and penalties: a point mass, verified by the one-hot step), for
+// a sampled request a draw from the draft's own processed distribution q with the request's
+// settings, returned with q (DraftRequest::probs) for the general step (sampling/rejection_sampler.h).
+//
+// Draft randomness: the draw of the draft at token position t (0-based index in the sequence)
+// uses output t of std::mt19937_64 seeded with draft_seed(request seed), a stream apart from the
+// target's (seeded with the request seed, one output per emitted token). Keyed by position, a
+// uniform is only reused after the draft it made was rejected before influencing any emitted token
+// (drafts after the first rejection are discarded), so the drafts stay independent of the
+// target's draws and of each other, and a seeded request gives the same tokens every run.
 //
 // Per sequence the proposer keeps the tokens whose KV rows its cache holds. Each propose():
 //   1. sync: keep the longest common prefix of those tokens and the sequence's tokens now (the
@@ -9,8 +18,8 @@
 //      most all but the last token (its logits give the first draft);
 //   2. catch up: compute the sequence's tokens past that prefix (the first time the whole prompt,
 //      later the target's accepted drafts and its new token: usually 1..k+1 tokens), the last row
-//      sampled greedily -> draft 0;
-//   3. draft j = argmax after computing draft j-1 (one token per sequence per step).
+//      sampled (argmax or a draw from q, as above) -> draft 0;
+//   3. draft j sampled after computing draft j-1 (one token per sequence per step).
 // All sequences go through the same steps (one batched StepRunner step per round, chunks within
 // the draft backend's max_batch_tokens and max_seqs), so k drafts for n sequences cost k draft
 // steps (+ catch-up chunks), not n * k. The k-th draft is proposed but not computed.
@@ -65,6 +74,8 @@ class DraftModelProposer final : public DraftProposer {
     int32_t row = -1;             // its logits row in the step in progress (-1: none)
     int64_t n_added = 0;          // tokens it added to the step in progress
     bool active = true;
+    SequenceSampling sampling;    // the draft's: the request's params, draft_seed, draws = position
+    bool sampled = false;         // drafts drawn from q (non-greedy request): return q
   };
   bool reserve(DraftSequence& seq, int64_t n_tokens);  // blocks covering n_tokens; false when short
   void drop(Work& w);                                  // frees the sequence's blocks, no drafts
@@ -76,6 +87,10 @@ class DraftModelProposer final : public DraftProposer {
   std::vector<Work> work_;
   int64_t last_steps_ = 0;
 };
+
+/// Seed of the draft model's random stream for a request seeded with `seed`: SplitMix64 (Steele,
+/// Lea, Flood 2014) of seed XOR a constant, so it differs from the target's stream.
+uint64_t draft_seed(uint64_t seed);
 
 /// The proposer `spec` asks for: null when speculation is off, n-gram lookup, or a draft model
 /// over `draft` (its own backend, outliving the proposer). Throws qs::Error when spec.draft_model

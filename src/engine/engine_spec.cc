@@ -4,7 +4,8 @@
 // plans the step; a decode chunk then carries the last sampled token and k drafts (k + 1 query
 // tokens, k + 1 logits rows, like a small chunked prefill) through the normal StepBatch path; the
 // engine accepts drafts while the token sampled at a row equals the draft there (the one-hot
-// rejection step) and emits the accepted drafts and the token after them one by one, so stop
+// rejection step for point-mass drafts; for a draft model's sampled drafts the backend ran
+// Leviathan et al.'s step against q at each row, whose output equals the draft iff accepted) and emits the accepted drafts and the token after them one by one, so stop
 // tokens, stop strings, max_tokens and the output guard end a sequence at the right token.
 #include <algorithm>
 #include <chrono>
@@ -23,13 +24,14 @@ void Engine::propose_drafts() {
   for (SchedSequence* s : scheduler_.running()) {
     auto& seq = static_cast<EngineSequence&>(*s);
     seq.draft_tokens.clear();
+    seq.draft_probs.clear();
     if (seq.n_remaining() != 1 || seq.n_output() < 1) continue;  // not decoding
     const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
     // Tokens the sequence may still gain after this step's sampled one, and room in the context.
     const int64_t room = std::min<int64_t>(seq.request.max_tokens - seq.n_output() - 1, context - n_tokens);
     const auto k = static_cast<int32_t>(std::min<int64_t>(options_.spec.draft_max, room));
     if (k < 1) continue;
-    draft_requests_.push_back({seq.seq_id, seq.tokens, k, &seq.draft_tokens});
+    draft_requests_.push_back({seq.seq_id, seq.tokens, k, &seq.draft_tokens, seq.n_prompt, &seq.sampling, &seq.draft_probs});
   }
   if (draft_requests_.empty()) return;
   const auto start = SteadyClock::now();

@@ -138,6 +138,8 @@ bool Engine::step() {
       verify_tokens_.assign(seq->tokens.begin(), seq->tokens.end());
       verify_tokens_.insert(verify_tokens_.end(), seq->draft_tokens.begin(), seq->draft_tokens.begin() + c.n_draft);
       in.tokens = verify_tokens_;
+      const size_t q_size = static_cast<size_t>(c.n_draft) * static_cast<size_t>(backend_.vocab_rows());
+      if (c.needs_logits && seq->draft_probs.size() >= q_size) in.draft_probs = {seq->draft_probs.data(), q_size};
     }
     in.n_prompt = seq->n_prompt;
     in.first = c.first;

@@ -78,6 +78,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
   };
   const int64_t max_batch = backend_.limits().max_batch_tokens;
   std::vector<int32_t> drafts;
+  std::vector<float> draft_probs;  // sampled drafts' q (draft model, non-greedy): [drafts, vocab]
   std::vector<int32_t> sampled;
   bool done = max_new < 1 || emit(token);
   while (!done) {
@@ -85,8 +86,10 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
     const int64_t room = std::min({max_new - static_cast<int64_t>(result.output_ids.size()) - 1,
                                    context - sequence.n_tokens() - 1, max_batch - 1});
     drafts.clear();
+    draft_probs.clear();
     if (proposer && room >= 1) {
-      const DraftRequest ask{1, history, static_cast<int32_t>(std::min<int64_t>(options.spec.draft_max, room)), &drafts};
+      const DraftRequest ask{1, history, static_cast<int32_t>(std::min<int64_t>(options.spec.draft_max, room)), &drafts,
+                             n_prompt, &sampling, &draft_probs};
       const auto propose_start = Clock::now();
       proposer->propose(std::span<const DraftRequest>(&ask, 1));
       result.spec_propose_ms += ms_since(propose_start);
@@ -99,7 +102,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
       continue;
     }
     const int64_t computed = sequence.n_tokens();
-    const std::span<const int32_t> rows = sequence.verify(result.output_ids.back(), drafts, &sampling);
+    const std::span<const int32_t> rows = sequence.verify(result.output_ids.back(), drafts, &sampling, draft_probs);
     sampled.assign(rows.begin(), rows.end());
     const int32_t accepted = count_accepted(drafts, sampled);
     sequence.truncate(computed + 1 + accepted);  // the last token and the accepted drafts

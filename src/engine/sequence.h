@@ -68,6 +68,10 @@ struct EngineSequence : SchedSequence {
   // Speculative decoding: draft tokens verified for this sequence, and of those accepted.
   int64_t n_spec_draft = 0;
   int64_t n_spec_accepted = 0;
+  // Sampled drafts of a draft model: [draft_tokens.size() as proposed, vocab_rows] f32, row j the
+  // distribution q draft j was drawn from (DraftRequest::probs); empty for point-mass drafts. The
+  // scheduler may trim draft_tokens: the first n_draft rows go with the verify chunk.
+  std::vector<float> draft_probs;
 };
 
 }  // namespace qs

@@ -74,7 +74,7 @@ int32_t SequenceRunner::append(std::span<const int32_t> tokens, SequenceSampling
 }
 
 std::span<const int32_t> SequenceRunner::verify(int32_t token, std::span<const int32_t> drafts,
-                                                SequenceSampling* sampling) {
+                                                SequenceSampling* sampling, std::span<const float> draft_probs) {
   const int64_t first = n_tokens();
   const auto n = static_cast<int64_t>(drafts.size()) + 1;
   if (first == 0) throw Error("verify: the sequence has no prompt yet");
@@ -94,6 +94,7 @@ std::span<const int32_t> SequenceRunner::verify(int32_t token, std::span<const i
   in.block_table = block_table_;
   in.n_logits = static_cast<int32_t>(n);
   in.sampling = sampling;
+  in.draft_probs = draft_probs;
   runner_.clear();
   runner_.add(in);
   const StepOutput& out = runner_.run();

@@ -37,9 +37,12 @@ class SequenceRunner {
   /// Speculative verification: appends `token` (the last sampled one) and `drafts` [k] and
   /// computes them in one step with k + 1 sampled rows, row j sampling the token after drafts
   /// 0..j-1 (RNG draws sampling->draws + j). Returns the sampled ids [k + 1] (valid until the
-  /// next call); keep the accepted prefix with truncate(). Throws qs::Error like append(), and
-  /// when 1 + k exceeds the backend's max_batch_tokens.
-  std::span<const int32_t> verify(int32_t token, std::span<const int32_t> drafts, SequenceSampling* sampling);
+  /// next call); keep the accepted prefix with truncate(). `draft_probs` ([k, vocab_rows] f32 or
+  /// empty): the distributions sampled drafts were drawn from (StepSequence::draft_probs), so the
+  /// rows run Leviathan et al.'s step. Throws qs::Error like append(), and when 1 + k exceeds the
+  /// backend's max_batch_tokens.
+  std::span<const int32_t> verify(int32_t token, std::span<const int32_t> drafts, SequenceSampling* sampling,
+                                  std::span<const float> draft_probs = {});
   /// Forgets the tokens past the first `n_tokens` (rejected drafts). Their KV rows are simply
   /// overwritten by later steps; the blocks stay with the sequence. Throws qs::Error when
   /// n_tokens exceeds n_tokens() or cuts into the prompt.

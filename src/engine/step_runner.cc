@@ -26,6 +26,12 @@ int32_t StepRunner::add(const StepSequence& seq) {
     throw Error("StepRunner: allowed-token mask of " + std::to_string(seq.allowed_mask.size()) + " words, expected " +
                 std::to_string(sampling_.mask_words()));
   }
+  const auto vocab = static_cast<size_t>(sampling_.vocab_rows);
+  if (!seq.draft_probs.empty() &&
+      (seq.n_logits < 2 || seq.draft_probs.size() != static_cast<size_t>(seq.n_logits - 1) * vocab)) {
+    throw Error("StepRunner: " + std::to_string(seq.draft_probs.size()) + " draft probabilities for " +
+                std::to_string(std::max(0, seq.n_logits - 1)) + " drafts of " + std::to_string(vocab) + " tokens");
+  }
   builder_.add_sequence(seq.tokens.subspan(static_cast<size_t>(seq.first), static_cast<size_t>(seq.n)),
                         static_cast<int32_t>(seq.first), seq.block_table, seq.n_logits);
   n_tokens_ += seq.n;
@@ -35,6 +41,7 @@ int32_t StepRunner::add(const StepSequence& seq) {
   SamplingRow base;
   base.seq_id = seq.seq_id;
   base.want_logits = seq.want_logits;
+  base.want_probs = seq.want_probs;
   if (seq.sampling != nullptr) {
     const SamplingParams& p = seq.sampling->params;
     base.temperature = p.temperature;
@@ -68,6 +75,9 @@ int32_t StepRunner::add(const StepSequence& seq) {
     sampling_.allowed_mask.resize(
         sampling_.allowed_mask.size() + static_cast<size_t>(seq.n_logits) * static_cast<size_t>(sampling_.mask_words()), ~0u);
   }
+  const bool verify_sampled = !greedy && !seq.draft_probs.empty();
+  const auto first_draft_row = static_cast<int32_t>(sampling_.draft_probs.size() / std::max<size_t>(1, vocab));
+  if (verify_sampled) sampling_.draft_probs.insert(sampling_.draft_probs.end(), seq.draft_probs.begin(), seq.draft_probs.end());
   for (int32_t j = 0; j < seq.n_logits; ++j) {
     SamplingRow row = base;
     // Row j samples the token after position (first + n - n_logits + j): its history ends there.
@@ -84,6 +94,10 @@ int32_t StepRunner::add(const StepSequence& seq) {
       row.output_len = history_end - n_prompt;
     }
     if (!greedy) row.draws += static_cast<uint64_t>(j);
+    if (verify_sampled && j + 1 < seq.n_logits) {  // row j verifies draft j, the token after its history
+      row.draft_token = seq.tokens[static_cast<size_t>(history_end)];
+      row.draft_probs_row = first_draft_row + j;
+    }
     if (seq.mask_later && seq.allowed_mask.empty()) row.mask_row = base.mask_row + j;
     sampling_.rows.push_back(row);
   }

@@ -46,6 +46,15 @@ struct StepSequence {
   // the first j drafts). Ignored when allowed_mask is given (then shared by every row) or
   // n_logits == 0.
   bool mask_later = false;
+  // Speculative sampling with a sampled draft (sampling/rejection_sampler.h): the draft
+  // distributions q of the chunk's drafts, [n_logits - 1, vocab_rows] f32, row j the q that
+  // draft j (token first + n - n_logits + j + 1) was drawn from. Row j < n_logits - 1 then runs
+  // Leviathan et al.'s accept / resample step against it (greedy rows ignore it). Empty: drafts
+  // are verified as point masses (the row is sampled from p; accepted when it equals the draft).
+  std::span<const float> draft_probs;
+  // Return every logits row's processed distribution in StepOutput::probs and draw the token
+  // from it (a draft model's rows: the draft token and its q).
+  bool want_probs = false;
 };
 
 class StepRunner {
@@ -56,7 +65,7 @@ class StepRunner {
   void clear();
   /// Adds one sequence's chunk; returns the index of its first logits row. Throws qs::Error when
   /// the chunk is empty, extends past `tokens`, its block table does not cover it, n_logits
-  /// exceeds n, or the mask has the wrong size.
+  /// exceeds n, or the mask or draft_probs has the wrong size.
   int32_t add(const StepSequence& seq);
   /// Tokens added since clear().
   int64_t n_tokens() const { return n_tokens_; }

@@ -208,7 +208,7 @@ struct MetricsRegistry::Family {
   std::string const_labels;            // rendered, written first on every sample
   std::vector<std::string> label_names;  // constant labels and a LabeledCounter's label
   std::variant<std::monostate, std::unique_ptr<Counter>, std::unique_ptr<LabeledCounter>,
-               std::unique_ptr<Gauge>, std::unique_ptr<Histogram>>
+               std::unique_ptr<Gauge>, std::unique_ptr<Histogram>, std::unique_ptr<TotalCounter>>
       metric;
   const Family* alias_of = nullptr;  // an alias writes this family's metric under its own name
 
@@ -232,7 +232,7 @@ struct MetricsRegistry::Family {
             append_sample(out, name, labels, std::to_string(m->value()));
           } else if constexpr (std::is_same_v<T, std::unique_ptr<LabeledCounter>>) {
             m->append_samples(out, name, labels);
-          } else if constexpr (std::is_same_v<T, std::unique_ptr<Gauge>>) {
+          } else if constexpr (std::is_same_v<T, std::unique_ptr<Gauge>> || std::is_same_v<T, std::unique_ptr<TotalCounter>>) {
             append_sample(out, name, labels, format_value(m->value()));
           } else if constexpr (std::is_same_v<T, std::unique_ptr<Histogram>>) {
             append_histogram(out, name, *m, labels);
@@ -263,6 +263,14 @@ Counter& MetricsRegistry::add_counter(const std::string& name, const std::string
   std::lock_guard lock(mutex_);
   auto counter = std::make_unique<Counter>();
   Counter& ref = *counter;
+  add_family(name, help, {}).metric = std::move(counter);
+  return ref;
+}
+
+TotalCounter& MetricsRegistry::add_total_counter(const std::string& name, const std::string& help) {
+  std::lock_guard lock(mutex_);
+  auto counter = std::make_unique<TotalCounter>();
+  TotalCounter& ref = *counter;
   add_family(name, help, {}).metric = std::move(counter);
   return ref;
 }

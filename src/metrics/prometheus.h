@@ -88,6 +88,22 @@ class LabeledCounter {
   std::map<std::string, std::unique_ptr<Counter>, std::less<>> children_;
 };
 
+/// A counter whose value is a running total kept elsewhere and copied in at exposition time
+/// (e.g. seconds the engine thread spent in one activity, read from the engine's statistics):
+/// written with TYPE counter and a real value; set() never lowers it, so it stays monotonic.
+class TotalCounter {
+ public:
+  void set(double total) {
+    double seen = value_.load(std::memory_order_relaxed);
+    while (total > seen && !value_.compare_exchange_weak(seen, total, std::memory_order_relaxed)) {
+    }
+  }
+  double value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0.0};
+};
+
 /// A value that can go up and down (queue depth, cache usage).
 class Gauge {
  public:
@@ -143,6 +159,7 @@ class MetricsRegistry {
   MetricsRegistry& operator=(const MetricsRegistry&) = delete;
 
   Counter& add_counter(const std::string& name, const std::string& help);
+  TotalCounter& add_total_counter(const std::string& name, const std::string& help);
   LabeledCounter& add_labeled_counter(const std::string& name, const std::string& help,
                                       const std::string& label_name, const std::string& second_label_name = {});
   /// A gauge; `const_labels` (e.g. an info metric's {{"block_size", "16"}}) go on its one sample.

@@ -118,6 +118,11 @@ ServerMetrics::ServerMetrics(SteadyClockFn clock, RollingWindowOptions window_op
                                                "Speculative decoding: draft tokens verified.")),
       spec_accepted_tokens_(registry_.add_counter("qwenserve_spec_accepted_tokens_total",
                                                   "Speculative decoding: draft tokens accepted.")),
+      spec_propose_seconds_(registry_.add_total_counter(
+          "qwenserve_spec_propose_seconds_total",
+          "Speculative decoding: seconds the draft source (n-gram lookup or draft model) took on the engine thread.")),
+      spec_propose_steps_(registry_.add_total_counter("qwenserve_spec_propose_steps_total",
+                                                      "Speculative decoding: engine steps that asked for drafts.")),
       slo_requests_(registry_.add_labeled_counter("qwenserve_slo_requests_total",
                                                   "Successful requests against the configured SLOs (ttft: TTFT <= SLO; "
                                                   "itl: mean inter-token latency <= SLO).",
@@ -217,6 +222,11 @@ void ServerMetrics::set_num_requests_waiting(std::int64_t n) { waiting_.set(stat
 
 void ServerMetrics::set_kv_cache_usage(double fraction) {
   kv_cache_usage_.set(std::clamp(fraction, 0.0, 1.0));
+}
+
+void ServerMetrics::set_spec_propose(double seconds_total, std::int64_t steps_total) {
+  spec_propose_seconds_.set(seconds_total);
+  spec_propose_steps_.set(static_cast<double>(steps_total));
 }
 
 void ServerMetrics::set_slo(double ttft_s, double itl_s) {

@@ -13,7 +13,10 @@
 //              cache, as vLLM's), qwenserve_prefill_computed_tokens_total (prompt tokens actually
 //              computed), qwenserve_num_preemptions_total, qwenserve_spec_draft_tokens_total and
 //              qwenserve_spec_accepted_tokens_total (speculative decoding: draft tokens verified /
-//              accepted, as vLLM's spec_decode_num_draft_tokens / num_accepted_tokens)
+//              accepted, as vLLM's spec_decode_num_draft_tokens / num_accepted_tokens),
+//              qwenserve_spec_propose_seconds_total and qwenserve_spec_propose_steps_total (time the
+//              draft source took on the engine thread, and the steps that asked it for drafts:
+//              rate(seconds) / rate(steps) is the mean proposal time per step; set at scrape time)
 //   gauges     qwenserve_num_requests_running, qwenserve_num_requests_waiting,
 //              qwenserve_kv_cache_usage_perc (fraction 0..1 of KV blocks in use),
 //              qwenserve_cache_config_info{block_size,num_gpu_blocks} 1 (KV geometry, when known)
@@ -107,6 +110,10 @@ class ServerMetrics {
   void set_num_requests_waiting(std::int64_t n);
   /// `fraction` of KV cache blocks in use, clamped to [0, 1].
   void set_kv_cache_usage(double fraction);
+  /// Speculative decoding's draft source on the engine thread, totals since start (EngineStats
+  /// spec_propose_seconds_total / spec_propose_steps_total): seconds spent proposing drafts
+  /// (n-gram lookup or the draft model's forward steps) and the steps that asked for drafts.
+  void set_spec_propose(double seconds_total, std::int64_t steps_total);
   /// The configured SLOs in seconds (0: off).
   void set_slo(double ttft_s, double itl_s);
   void set_response_cache_bytes(std::int64_t bytes);
@@ -144,6 +151,8 @@ class ServerMetrics {
   Counter& preemptions_;
   Counter& spec_draft_tokens_;
   Counter& spec_accepted_tokens_;
+  TotalCounter& spec_propose_seconds_;
+  TotalCounter& spec_propose_steps_;
   LabeledCounter& slo_requests_;
   Gauge& slo_ttft_seconds_;
   Gauge& slo_itl_seconds_;

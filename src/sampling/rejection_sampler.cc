@@ -1,6 +1,7 @@
 #include "sampling/rejection_sampler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -52,8 +53,26 @@ RejectionResult rejection_sample(std::span<const float> target_probs, std::span<
   const int32_t y = inverse_cdf(vocab, [&](size_t i) {
     return std::max(0.0, static_cast<double>(target_probs[i]) - static_cast<double>(draft_probs[i]));
   }, u_resample);
-  if (y < 0) return {draft_token, true};  // p == q: rejection had probability 0
-  return {y, false};
+  if (y >= 0) return {y, false};
+  // No residual mass: p == q up to rounding, so the rejection had probability ~0. Keep x unless
+  // p forbids it (a masked token: then draw from p itself, never emitting a disallowed token).
+  if (p > 0) return {draft_token, true};
+  const int32_t z = inverse_cdf(vocab, [&](size_t i) { return static_cast<double>(target_probs[i]); }, u_resample);
+  if (z < 0) throw Error("rejection sampling: the target probabilities sum to 0");
+  return {z, false};
+}
+
+RejectionResult rejection_sample(std::span<const float> target_probs, std::span<const float> draft_probs,
+                                 int32_t draft_token, double u) {
+  if (draft_probs.size() != target_probs.size() || draft_token < 0 ||
+      static_cast<size_t>(draft_token) >= target_probs.size()) {
+    return rejection_sample(target_probs, draft_probs, draft_token, u, u);  // throws the same errors
+  }
+  const double q = draft_probs[static_cast<size_t>(draft_token)];
+  const double p = target_probs[static_cast<size_t>(draft_token)];
+  // Rejected only when u * q >= p, i.e. p < q (u < 1): then q - p > 0 and u' is in [0, 1).
+  const double u_resample = q > p ? std::clamp((u * q - p) / (q - p), 0.0, std::nextafter(1.0, 0.0)) : 0.0;
+  return rejection_sample(target_probs, draft_probs, draft_token, u, u_resample);
 }
 
 RejectionResult rejection_sample_one_hot(std::span<const float> target_probs, int32_t draft_token, double u) {

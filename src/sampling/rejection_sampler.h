@@ -18,6 +18,15 @@
 // (count_accepted below), so the k+1 rows of a verify step use RNG draws d, d+1, .., d+k exactly as
 // k+1 one-token steps would; a seeded sequence gives the same tokens with or without drafts (given
 // the same logits). Greedy rows (temperature 0) reduce to "accept while argmax == draft".
+//
+// A draft model that samples its drafts (x ~ q, its own distribution after the same transforms)
+// uses the general step, in the one-uniform form rejection_sample(p, q, x, u): the backend's
+// sampler computes p for the verified row, takes the row's one RNG draw u (draw d + j, as above)
+// and accepts iff u < p(x) / q(x); on rejection u is uniform on [p(x) / q(x), 1) and independent
+// of the decision, so u' = (u - p(x)/q(x)) / (1 - p(x)/q(x)) is a fresh uniform for the residual
+// draw. The accounting of draws stays one per emitted token. The emitted token is x when
+// accepted, else a token with p > q (never x), so count_accepted (sampled == draft) still counts
+// the accepted drafts.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +44,18 @@ struct RejectionResult {
 /// distributions (each summing to 1 within rounding), `draft_token` x was drawn from q (q(x) > 0),
 /// `u_accept` and `u_resample` are independent uniforms in [0, 1). Accepts when
 /// u_accept * q(x) < p(x); else draws by inverse CDF over max(0, p - q) with u_resample (when that
-/// residual is all zero, which needs p == q, x is accepted: the rejection had probability 0).
+/// residual is all zero, which needs p == q up to rounding, x is accepted if p(x) > 0, else the
+/// draw is from p itself: the rejection had probability ~0 and p's zeros are never emitted).
 /// Throws qs::Error on size mismatch, an id outside the vocabulary, or q(x) <= 0.
 RejectionResult rejection_sample(std::span<const float> target_probs, std::span<const float> draft_probs,
                                  int32_t draft_token, double u_accept, double u_resample);
+
+/// Algorithm 1's step with one uniform `u` in [0, 1) (see the file comment): r = p(x) / q(x);
+/// accepted when u * q(x) < p(x); else the residual draw uses u' = (u * q(x) - p(x)) / (q(x) -
+/// p(x)), which is uniform on [0, 1) given the rejection. Same law as the two-uniform form; same
+/// errors. Used by the CPU backend's sampler for rows verifying a sampled draft.
+RejectionResult rejection_sample(std::span<const float> target_probs, std::span<const float> draft_probs,
+                                 int32_t draft_token, double u);
 
 /// The one-hot form (q = one-hot(draft_token)): accept with probability p(x), else draw from p
 /// without x. One uniform `u`: y = inverse-CDF draw of p at u; accepted iff y == x. Throws

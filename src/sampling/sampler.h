@@ -41,6 +41,24 @@ class Sampler {
   int32_t sample(std::span<float> logits, std::span<const int32_t> prompt_ids,
                  std::span<const int32_t> output_ids);
 
+  /// The distribution sample() draws from, as a dense vector: applies steps 1-3 to `logits` in
+  /// place (as sample() does), then writes `probs` [vocab_size]: one-hot at the argmax when
+  /// greedy, else softmax(logits / temperature) restricted to the top-k / top-p / min-p
+  /// candidates and renormalized over them (0 elsewhere; sums to 1 up to float rounding). Uses no
+  /// RNG output. This is the target p and the draft q of speculative sampling
+  /// (rejection_sampler.h). Throws like sample(), and on a `probs` size mismatch.
+  void distribution(std::span<float> logits, std::span<const int32_t> prompt_ids,
+                    std::span<const int32_t> output_ids, std::span<float> probs);
+
+  /// distribution(), then one token drawn from `probs` by inverse CDF over ascending ids with one
+  /// RNG output (none when greedy: the argmax). A sampled draft x ~ q with q(x) > 0 guaranteed.
+  int32_t sample_with_distribution(std::span<float> logits, std::span<const int32_t> prompt_ids,
+                                   std::span<const int32_t> output_ids, std::span<float> probs);
+
+  /// The next RNG output as a uniform double in [0, 1) (unit_double_from_bits): the one draw of
+  /// a non-greedy row, for callers that decide the token themselves (speculative verification).
+  double next_uniform() { return unit_double_from_bits(rng_()); }
+
   const SamplingParams& params() const { return params_; }
   int32_t vocab_size() const { return vocab_size_; }
   /// The seed in use (params.seed or the one drawn from std::random_device), for logs and replays.
@@ -53,6 +71,7 @@ class Sampler {
 
  private:
   int32_t sample_from_distribution(std::span<const float> logits);
+  void process(std::span<float> logits, std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids);
 
   SamplingParams params_;
   int32_t vocab_size_;

@@ -503,6 +503,8 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
   metrics.set_num_requests_running(3);
   metrics.set_num_requests_waiting(7);
   metrics.set_kv_cache_usage(0.625);
+  metrics.set_spec_propose(0.375, 12);
+  metrics.set_spec_propose(0.25, 10);  // a stale, lower total never lowers a counter
 
   const auto families = parse_exposition(metrics.prometheus_text());
   const std::vector<std::pair<std::string, std::string>> expected = {
@@ -524,6 +526,8 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
       {"qwenserve_num_preemptions_total", "counter"},
       {"qwenserve_spec_draft_tokens_total", "counter"},
       {"qwenserve_spec_accepted_tokens_total", "counter"},
+      {"qwenserve_spec_propose_seconds_total", "counter"},
+      {"qwenserve_spec_propose_steps_total", "counter"},
       {"qwenserve_slo_requests_total", "counter"},
       {"qwenserve_slo_ttft_seconds", "gauge"},
       {"qwenserve_slo_itl_seconds", "gauge"},
@@ -560,6 +564,8 @@ TEST(MetricsServerMetrics, RecordRequestUpdatesEveryFamily) {
   // Prefix-cache queries count every prompt token (failed requests too), hits the cached ones.
   EXPECT_EQ(families[12].samples.at(0).value, families[4].samples.at(0).value);
   EXPECT_EQ(families[13].samples.at(0).value, 16 * 3 + 16);  // odd i of 0..5, and i = 99
+  EXPECT_EQ(find_family(families, "qwenserve_spec_propose_seconds_total").samples.at(0).value, 0.375);
+  EXPECT_EQ(find_family(families, "qwenserve_spec_propose_steps_total").samples.at(0).value, 12.0);
 
   const nlohmann::json stats = metrics.stats_json();
   EXPECT_EQ(stats["window_requests"]["requests"], 6);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "sampling/logits_processing.h"
+#include "sampling/rejection_sampler.h"
 
 namespace qs {
 namespace {
@@ -72,9 +73,17 @@ void CpuSampler::sample(const SamplingBatch& sampling, float* logits, StepOutput
   out.top_begin.assign(n_rows, 0);
   out.top_len.assign(n_rows, 0);
   out.logits_row.assign(n_rows, -1);
+  out.probs_row.assign(n_rows, -1);
   size_t n_logits_rows = 0;
-  for (const SamplingRow& row : sampling.rows) n_logits_rows += row.want_logits ? 1 : 0;
+  size_t n_probs_rows = 0;
+  for (const SamplingRow& row : sampling.rows) {
+    n_logits_rows += row.want_logits ? 1 : 0;
+    n_probs_rows += row.want_probs ? 1 : 0;
+  }
   out.logits.resize(n_logits_rows * vocab);
+  out.probs.resize(n_probs_rows * vocab);
+  const size_t n_draft_rows = sampling.draft_probs.size() / std::max<size_t>(1, vocab);
+  int32_t next_probs_row = 0;
   const size_t n_mask_rows = sampling.allowed_mask.size() / std::max<size_t>(1, sampling.mask_words());
   int32_t next_logits_row = 0;
   for (auto& [id, entry] : samplers_) entry.used = false;
@@ -98,8 +107,22 @@ void CpuSampler::sample(const SamplingBatch& sampling, float* logits, StepOutput
       }
     }
     Sampler& sampler = sampler_for(sampling, row);
-    const int32_t token = sampler.sample(l, history_range(sampling, row.prompt_begin, row.prompt_len),
-                                         history_range(sampling, row.output_begin, row.output_len));
+    const std::span<const int32_t> prompt = history_range(sampling, row.prompt_begin, row.prompt_len);
+    const std::span<const int32_t> output = history_range(sampling, row.output_begin, row.output_len);
+    int32_t token = -1;
+    if (row.want_probs) {  // a draft model's row: x ~ q, and q itself
+      std::span<float> q(out.probs.data() + static_cast<size_t>(next_probs_row) * vocab, vocab);
+      out.probs_row[r] = next_probs_row++;
+      token = sampler.sample_with_distribution(l, prompt, output, q);
+    } else if (row.draft_probs_row >= 0 && !sampler.is_greedy()) {  // verify a sampled draft
+      if (static_cast<size_t>(row.draft_probs_row) >= n_draft_rows) throw Error("sampling: draft probability row out of range");
+      target_probs_.resize(vocab);
+      sampler.distribution(l, prompt, output, target_probs_);
+      const std::span<const float> q(sampling.draft_probs.data() + static_cast<size_t>(row.draft_probs_row) * vocab, vocab);
+      token = rejection_sample(target_probs_, q, row.draft_token, sampler.next_uniform()).token;
+    } else {
+      token = sampler.sample(l, prompt, output);
+    }
     Entry& entry = samplers_[row.seq_id];
     if (!sampler.is_greedy()) ++entry.draws;
     out.sampled[r] = token;

@@ -4,7 +4,10 @@
 // Per row of the SamplingBatch (order and formulas in backend/sampling_batch.h): raw logits are
 // copied out when asked; logprobs are log_softmax of the raw row; the allowed-token bitmask sets
 // disallowed logits to -inf; then the row's Sampler (logit bias, penalties, temperature, top-k,
-// top-p, min-p, one draw) picks the token. A Sampler per sequence is kept between steps, keyed by
+// top-p, min-p, one draw) picks the token. A row verifying a sampled draft (draft_probs_row) runs
+// the same transforms to the distribution p and Leviathan et al.'s step against the draft's q with
+// the row's one draw (sampling/rejection_sampler.h); a want_probs row draws from and returns its
+// dense distribution (Sampler::sample_with_distribution). A Sampler per sequence is kept between steps, keyed by
 // seq_id and checked against (seed, draws, parameters); a mismatch builds a new one from the seed
 // and discards `draws` outputs, so a sequence's random stream never depends on the batch.
 #pragma once
@@ -37,6 +40,7 @@ class CpuSampler {
 
   std::unordered_map<uint64_t, Entry> samplers_;  // seq_id -> sampler of the last step
   std::vector<float> logprobs_;                   // [vocab_rows] scratch
+  std::vector<float> target_probs_;               // [vocab_rows] scratch: p of a verified sampled draft
   std::vector<std::pair<int32_t, float>> heap_;   // top-logprobs scratch
 };
 

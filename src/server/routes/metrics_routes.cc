@@ -9,6 +9,7 @@ void update_gauges(const EngineStats& stats, metrics::ServerMetrics& metrics) {
   metrics.set_num_requests_running(stats.running);
   metrics.set_num_requests_waiting(stats.waiting);
   metrics.set_kv_cache_usage(stats.kv_cache_usage);
+  metrics.set_spec_propose(stats.spec_propose_seconds_total, stats.spec_propose_steps_total);
 }
 
 }  // namespace
