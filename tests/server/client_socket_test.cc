@@ -21,19 +21,28 @@ int port_of(int fd, bool peer) {
   return ntohs(a.sin_port);
 }
 
+// A loopback connection: listener, client and the accepted server side (-1 where a call failed).
+struct LoopbackConnection {
+  int listener = -1, client = -1, accepted = -1, server_port = 0;
+  bool open() {
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listener, 4) != 0) return false;
+    server_port = port_of(listener, false);
+    client = socket(AF_INET, SOCK_STREAM, 0);
+    addr.sin_port = htons(static_cast<uint16_t>(server_port));
+    if (connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return false;
+    accepted = accept(listener, nullptr, nullptr);
+    return accepted >= 0;
+  }
+};
+
 TEST(ClientSocket, FindsTheConnectionAndSeesTheClientClose) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  const int server_port = port_of(listener, false);
-  const int client = socket(AF_INET, SOCK_STREAM, 0);
-  addr.sin_port = htons(static_cast<uint16_t>(server_port));
-  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const int accepted = accept(listener, nullptr, nullptr);
-  ASSERT_GE(accepted, 0);
+  LoopbackConnection conn;
+  ASSERT_TRUE(conn.open());
+  const int listener = conn.listener, client = conn.client, accepted = conn.accepted, server_port = conn.server_port;
 
   const int client_port = port_of(client, false);
   EXPECT_EQ(find_client_socket("127.0.0.1", client_port, server_port), accepted);
@@ -57,18 +66,9 @@ TEST(ClientSocket, FindsTheConnectionAndSeesTheClientClose) {
 // instead of scanning every descriptor of the process (which raced with other HTTP threads
 // closing theirs: TSan under the chaos e2e test).
 TEST(ClientSocket, ProbeInsideServeConnectionUsesTheServedSocket) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  const int server_port = port_of(listener, false);
-  const int client = socket(AF_INET, SOCK_STREAM, 0);
-  addr.sin_port = htons(static_cast<uint16_t>(server_port));
-  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const int accepted = accept(listener, nullptr, nullptr);
-  ASSERT_GE(accepted, 0);
+  LoopbackConnection conn;
+  ASSERT_TRUE(conn.open());
+  const int listener = conn.listener, client = conn.client, accepted = conn.accepted, server_port = conn.server_port;
   const int client_port = port_of(client, false);
 
   EXPECT_EQ(request_deadline::current_socket(), -1);
