@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Soak test: `qwenserve serve` on the tiny random-weight test model under a mixed load (chat,
-# completions, streaming, cancellations, prefix-cache hits) at ~80% of its measured capacity for
+# completions, streaming, cancellations, prefix-cache hits) at 60% of its measured capacity (--load) for
 # DURATION (seconds, or with a suffix: 90s, 10m, 1h), sampling RssAnon, threads, open fds, KV
 # blocks and P99 every 10 s. Pass/fail rules: tools/soak.py. CI runs `scripts/soak.sh 120`.
 #   scripts/soak.sh DURATION [extra tools/soak.py options, e.g. --out samples.tsv]

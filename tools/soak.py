@@ -1,20 +1,25 @@
 #!/usr/bin/python3
-"""Soak test of `qwenserve serve` (scripts/soak.sh runs it): a mixed load at ~80% of the measured
-capacity for DURATION seconds, sampling the server every 10 s.
+"""Soak test of `qwenserve serve` (scripts/soak.sh runs it): a mixed load at 60% of the measured
+capacity (--load) for DURATION seconds, sampling the server every 10 s.
 
 Load (open loop, Poisson arrivals, one thread per request): 30% non-streamed chat, 20%
 completions, 25% streamed chat read to the end, 10% streamed requests cancelled after the first
 token (the client closes the connection), 15% multi-turn chats that resend a shared long prefix
 (prefix-cache hits). Capacity is measured first: requests of the same mix, --max-num-seqs at a
-time, for CAL seconds; the rate is 0.8 x completed / CAL.
+time, for CAL seconds; the rate is LOAD x completed / CAL. LOAD is 0.6, not 0.8: a shared 2-vCPU
+CI machine drifts by up to 25% within a run, and at 0.8 a slow minute puts the server above 100%
+of its capacity, where the queue (and with it P99) grows for reasons outside the server (CI run of
+stop 20: window P99 604-2612 ms without any trend); at 0.6 a 25% slowdown still leaves it at 0.8.
 
 Every 10 s: RssAnon, threads (/proc/PID/status), open fds (/proc/PID/fd), /stats kv_blocks and
 the client-side P99 of the requests that completed in the window (end-to-end, ms).
 Pass (after a warm-up of max(45 s, 20% of DURATION)): RssAnon drifts < 5% (last sample vs first
 after warm-up; the mmapped weights are file-backed, not RssAnon; the KV cache is 2 MiB by default
 so that every block has been touched once within the warm-up), fds and threads do not grow
-(last <= first after warm-up; the HTTP worker threads all start at bind), P99 flat (the median
-P99 of the last third within 1.5x that of the first third after warm-up, plus 20 ms), no request
+(last <= first after warm-up; the HTTP worker threads all start at bind), latency flat (over all
+requests that completed in the last third after warm-up vs. the first third: P50 within 1.5x + 20 ms
+and P99 within 2x + 50 ms; pooled per third, not a median of 10-s window P99s, which rest on ~30
+requests each), no request
 failed other than the deliberate cancellations, and the server is alive at the end.
 
 Usage: tools/soak.py --bin build/release/qwenserve --model tiny.gguf --duration 120 [--out samples.tsv]
@@ -141,11 +146,12 @@ def get_json(port, path):
     return json.loads(body)
 
 
-def p99(values):
+def percentile(values, q):
+    """Linear-interpolated q-quantile (numpy's default 'linear' method); NaN for no values."""
     if not values:
         return float("nan")
     values = sorted(values)
-    k = (len(values) - 1) * 0.99
+    k = (len(values) - 1) * q
     lo = int(k)
     hi = min(lo + 1, len(values) - 1)
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
@@ -193,6 +199,7 @@ def main():
     ap.add_argument("--duration", type=float, required=True)
     ap.add_argument("--max-num-seqs", type=int, default=8)
     ap.add_argument("--calibrate", type=float, default=15)
+    ap.add_argument("--load", type=float, default=0.6, help="fraction of the measured capacity to drive")
     # KV pages are touched the first time a block is used, so RssAnon grows until the prefix cache
     # has used every block once (a 2048-block cache took minutes): a small cache fills during the
     # warm-up, after which growth would be a leak.
@@ -220,7 +227,7 @@ def main():
                 sys.exit(f"server exited: {server.stderr.read().decode()[-2000:]}")
             time.sleep(0.2)
         capacity = calibrate(port, a.max_num_seqs, a.calibrate, rng)
-        rate = 0.8 * capacity
+        rate = a.load * capacity
         print(f"soak: capacity {capacity:.2f} req/s with {a.max_num_seqs} at a time; driving {rate:.2f} req/s "
               f"for {a.duration:.0f} s", flush=True)
         stats = Stats()
@@ -241,7 +248,7 @@ def main():
                 window = [ms for (t, ms) in stats.latencies if last <= t < now]
                 ok, failed = stats.ok, len(stats.failed)
             row = (round(now - t_start), rss, threads, fds, kv.get("total"), kv.get("referenced"), kv.get("cached"),
-                   round(p99(window), 1), ok, failed)
+                   round(percentile(window, 0.99), 1), ok, failed)
             rows.append(row)
             print("\t".join(str(x) for x in row), flush=True)
             last = now
@@ -261,13 +268,21 @@ def main():
         after = [r for r in rows if r[0] >= warm] or rows[-1:]
         first, lastrow = after[0], rows[-1]
         drift = (lastrow[1] - first[1]) / first[1]
-        third = max(1, len(after) // 3)
-        p_first = statistics.median([r[7] for r in after[:third] if r[7] == r[7]] or [0])
-        p_last = statistics.median([r[7] for r in after[-third:] if r[7] == r[7]] or [0])
+        # Pooled thirds of the time after warm-up: every request that completed in each third.
+        t_warm = t_start + after[0][0] - 10  # start of the first 10-s window after warm-up
+        span = (t_start + rows[-1][0]) - t_warm
+        with stats.lock:
+            lat = list(stats.latencies)
+        first_third = [ms for (t, ms) in lat if t_warm <= t < t_warm + span / 3]
+        last_third = [ms for (t, ms) in lat if t_warm + 2 * span / 3 <= t]
+        p50_first, p50_last = percentile(first_third, 0.5), percentile(last_third, 0.5)
+        p_first, p_last = percentile(first_third, 0.99), percentile(last_third, 0.99)
         verdict = {
             "rss_anon_drift_pct": round(100 * drift, 2),
             "fds": [first[3], lastrow[3], fds], "threads": [first[2], lastrow[2], threads],
-            "p99_ms_first_third": p_first, "p99_ms_last_third": p_last,
+            "p50_ms_thirds": [round(p50_first, 1), round(p50_last, 1)],
+            "p99_ms_thirds": [round(p_first, 1), round(p_last, 1)],
+            "requests_thirds": [len(first_third), len(last_third)],
             "completed": stats.ok, "cancelled": stats.cancelled, "failed": len(stats.failed),
             "kv_after": kv,
         }
@@ -278,7 +293,9 @@ def main():
             problems.append(f"open fds grew {first[3]} -> {fds}")
         if threads > first[2]:
             problems.append(f"threads grew {first[2]} -> {threads}")
-        if p_last > 1.5 * p_first + 20:
+        if not (p50_last <= 1.5 * p50_first + 20):
+            problems.append(f"P50 rose {p50_first:.0f} -> {p50_last:.0f} ms")
+        if not (p_last <= 2 * p_first + 50):
             problems.append(f"P99 rose {p_first:.0f} -> {p_last:.0f} ms")
         if stats.failed:
             problems.append(f"{len(stats.failed)} requests failed, e.g. {stats.failed[:3]}")
