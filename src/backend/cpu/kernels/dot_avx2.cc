@@ -31,6 +31,14 @@
 namespace qs::kernels {
 namespace {
 
+// Helpers of the one-token K-quant decode kernels that the multi-token kernels share. They are
+// forced inline: with plain `inline`, GCC's inlining heuristics depend on how many functions of this
+// file use a helper, and adding the multi-token tails (q4_k_x4_rows_multi) changed the register
+// allocation of q4_k_x4_rows itself (same instructions, GPR row pointers moved through xmm
+// registers): Q4_K_M decode at 1 thread fell to ~0.75x of the seam commit a934b82 (8 interleaved
+// pairs). Forced inline gives q4_k_x4_rows the same code as before the tails (objdump identical).
+#define QS_HOT_INLINE __attribute__((always_inline)) inline
+
 inline float hsum_ps(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -167,7 +175,7 @@ inline __m256i q8_pair(__m256i q_abs, __m256i q, const int8_t* a) {
 }
 
 // Lane k (k < 4): sum of the low 128-bit half of p_k; lane 4 + k: of its high half (exact ints).
-inline __m256i pack4_halfsums(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+QS_HOT_INLINE __m256i pack4_halfsums(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
   const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
   const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
   return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
@@ -363,7 +371,7 @@ inline __m128i pack4_sums128(__m128i p0, __m128i p1, __m128i p2, __m128i p3) {
 }
 
 // Sums of the 8 pairs of 16-element bsums (the 32-element sub-block sums) as int16.
-inline __m128i bsums32(const BlockQ8_K& a) {
+QS_HOT_INLINE __m128i bsums32(const BlockQ8_K& a) {
   const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums));
   const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums + 8));
   return _mm_hadd_epi16(lo, hi);
@@ -457,7 +465,7 @@ void q4_k_row_x4(int64_t nb, const BlockQ4_K* x, const BlockQ8_K* const* a, floa
 constexpr int64_t kL1PrefetchDistance = 9000;
 
 template <int kLines>
-inline void prefetch_lines(const char* p, bool to_l2) {
+QS_HOT_INLINE void prefetch_lines(const char* p, bool to_l2) {
   if (to_l2) {
     for (int i = 0; i < kLines; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T1);
   } else {
@@ -477,7 +485,7 @@ inline uint64_t gather4_u16(const void* p0, const void* p1, const void* p2, cons
 }
 
 // [s0.lo + s0.hi | s1.lo + s1.hi] (128-bit halves, exact int32).
-inline __m256i fold_halves2(__m256i s0, __m256i s1) {
+QS_HOT_INLINE __m256i fold_halves2(__m256i s0, __m256i s1) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20), _mm256_permute2x128_si256(s0, s1, 0x31));
 }
 

@@ -1,4 +1,4 @@
-// AVX-512 VNNI decode kernels (4 weight rows x 1 token) for Q8_0 and Q6_K. CMake compiles
+// AVX-512 VNNI kernels for Q8_0 (decode, 4 weight rows x 1 token, and tails) and Q6_K (2-3-token tails). CMake compiles
 // *_avx512_vnni.cc files with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (+ AVX2/FMA/F16C); only
 // reached through dot_kernels_for(kAvx512Vnni) after detected_cpu_isa() confirmed the CPU has them.
 //
@@ -19,7 +19,8 @@
 //  - Q4_K stays on the AVX2 kernels: a 512-bit version (64 nibble bytes = 4 sub-blocks per zmm,
 //    maddubs + vpdpwssd, in commit 90a7eb7) was exact but measured no faster, likely slower (2-vCPU
 //    Zen 4, heavily loaded: GEMV 9728 x 2560 at 1 thread, CPU-time median 0.83x of AVX2).
-//  - Q6_K: the AVX2 decode kernel with vpdpwssd in place of madd + add (256-bit).
+//  - Q6_K: 2-3-token tails with vpdpwssd in place of madd + add (256-bit); the one-token decode
+//    kernel is the AVX2 one (a vpdpwssd version measured slower in the model).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -124,49 +125,16 @@ inline void unpack_q6_k_half(const BlockQ6_K& xb, int h, __m256i low_mask, __m25
   q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask), _mm256_and_si256(_mm256_srli_epi16(hb, 2), high_bits));
 }
 
-// --- Q6_K: 4 rows x 1 token ---------------------------------------------------------------------
+// --- Q6_K: 4 rows x 2-3 tokens ------------------------------------------------------------------
 //
-// dot_avx2.cc's q6_k_x4_rows with vpdpwssd for madd + add: per row the exact total
-// sum_k sc[k] * sum_{i in k} (q_i - 32) * a_i (the -32 as madd(32 * sc, -bsums)).
-void q6_k_x4_rows(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* a, float* y, int n_rows, const char* next) {
-  const __m256i low_mask = _mm256_set1_epi8(0x0F), high_bits = _mm256_set1_epi8(0x30);
-  const bool to_l2 = 4 * nb * static_cast<int64_t>(sizeof(BlockQ6_K)) > kL1PrefetchDistance;
-  __m128 acc = _mm_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    prefetch_lines<14>(next + b * 4 * static_cast<int64_t>(sizeof(BlockQ6_K)), to_l2);
-    const BlockQ8_K& ab = a[b];
-    const __m256i neg_bsums = _mm256_sub_epi16(_mm256_setzero_si256(), load256(ab.bsums));
-    __m256i sumi[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      const BlockQ6_K& xb = x[r][b];
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.scales)));
-      __m256i s = _mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), neg_bsums);
-      for (int h = 0; h < 2; ++h) {
-        const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
-        __m256i q[4];
-        unpack_q6_k_half(xb, h, low_mask, high_bits, q);
-        for (int g = 0; g < 4; ++g) {
-          const __m256i pick = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))),
-                                                _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
-          const __m256i p = _mm256_maddubs_epi16(q[g], load256(ab.qs + 128 * h + 32 * g));
-          s = _mm256_dpwssd_epi32(s, p, _mm256_shuffle_epi8(sc_h, pick));
-        }
-      }
-      sumi[r] = s;
-    }
-    const __m128 d = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(gather4_u16(&x[0][b].d, &x[1][b].d, &x[2][b].d, &x[3][b].d))));
-    acc = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(ab.d)), _mm_cvtepi32_ps(pack4_totals(sumi[0], sumi[1], sumi[2], sumi[3])), acc);
-  }
-  alignas(16) float l[4];
-  _mm_store_ps(l, acc);
-  for (int r = 0; r < n_rows; ++r) y[r] = l[r];
-}
-
+// One token (decode) stays on dot_avx2.cc's q6_k_x4_rows (vnni_tile sends it to the AVX2 table):
+// a vpdpwssd version of it was exact but slower in the model (Q4_K_M decode at 1 thread, with
+// QS_CPU_ISA=avx2 vs this level, interleaved pairs; in the L3-resident microbench Gemm/Q6_K/tokens:1
+// 0.208-0.226 ms vs 0.199-0.201 ms).
 // 4 Q6_K rows x NT tokens (NT = 2 or 3: token tails of verify steps and small batches): each
 // row's 6-bit levels and scales are unpacked once for the NT tokens. Per (row, token) the same
-// exact int32 total and the same float step as q6_k_x4_rows, so results are bit-identical to NT
-// one-token calls. (q6_k_x4_rows stays the one-token kernel decode speed was measured on.)
+// exact int32 total and the same float step as dot_avx2.cc's q6_k_x4_rows, so results are
+// bit-identical to NT one-token calls.
 template <int NT>
 void q6_k_x4_rows_multi(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* const* a, float* const* y, int n_rows,
                         const char* next) {
@@ -215,8 +183,8 @@ void q6_k_x4_rows_multi(int64_t nb, const BlockQ6_K* const* x, const BlockQ8_K* 
   }
 }
 
-// Token tails (1-3 tokens) of a 4-row group. Q6_K: one pass for all of them; Q8_0: one token at a
-// time.
+// Token tails of a 4-row group. Q6_K: 2-3 tokens in one pass (one token goes to the AVX2 table, see
+// vnni_tile); Q8_0: 1-3 tokens, one token at a time.
 void q6_k_tail(int64_t nb, const BlockQ6_K* const* x, const uint8_t* act, size_t act_stride, int n_tok, float* y,
                size_t y_stride, int n_rows, const char* next) {
   const BlockQ8_K* a[3];
@@ -226,7 +194,6 @@ void q6_k_tail(int64_t nb, const BlockQ6_K* const* x, const uint8_t* act, size_t
     yt[t] = y + t * y_stride;
   }
   switch (n_tok) {
-    case 1: q6_k_x4_rows(nb, x, a[0], yt[0], n_rows, next); break;
     case 2: q6_k_x4_rows_multi<2>(nb, x, a, yt, n_rows, next); break;
     case 3: q6_k_x4_rows_multi<3>(nb, x, a, yt, n_rows, next); break;
     default: break;
@@ -244,15 +211,17 @@ void q8_0_tail(int64_t nb, const BlockQ8_0* const* x, const uint8_t* act, size_t
 //
 // TileDotFn: the first n_act & ~3 tokens through the AVX2 table's tile (4-token groups, bit-identical
 // per pair to the kernels here), the remaining 1-3 tokens (the one token of decode) 4 rows at a
-// time through kTail. Every (row, token) result is the same whichever path computed it.
+// time through kTail; with kOneTokenOnAvx2 a lone remaining token goes to the AVX2 tile as well.
+// Every (row, token) result is the same whichever path computed it.
 template <typename Block, int kBlockElems,
           void (*kTail)(int64_t, const Block* const*, const uint8_t*, size_t, int, float*, size_t, int, const char*),
-          TileDotFn DotKernels::*kAvx2Tile>
+          TileDotFn DotKernels::*kAvx2Tile, bool kOneTokenOnAvx2>
 void vnni_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act, size_t act_stride, int n_act,
                float* y, size_t y_stride) {
   const int n4 = n_act & ~3;
-  if (n4 > 0) (avx2_dot_kernels_evex()->*kAvx2Tile)(n, w, w_stride, n_rows, act, act_stride, n4, y, y_stride);
-  if (n4 == n_act) return;
+  const int n_avx2 = kOneTokenOnAvx2 && n_act - n4 == 1 ? n_act : n4;
+  if (n_avx2 > 0) (avx2_dot_kernels_evex()->*kAvx2Tile)(n, w, w_stride, n_rows, act, act_stride, n_avx2, y, y_stride);
+  if (n_avx2 == n_act) return;
   const int64_t nb = n / kBlockElems;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(act);
@@ -265,8 +234,8 @@ void vnni_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void
   }
 }
 
-constexpr TileDotFn q8_0_tile = vnni_tile<BlockQ8_0, kBlockQ8_0, q8_0_tail, &DotKernels::q8_0_tile>;
-constexpr TileDotFn q6_k_tile = vnni_tile<BlockQ6_K, kBlockK, q6_k_tail, &DotKernels::q6_k_tile>;
+constexpr TileDotFn q8_0_tile = vnni_tile<BlockQ8_0, kBlockQ8_0, q8_0_tail, &DotKernels::q8_0_tile, false>;
+constexpr TileDotFn q6_k_tile = vnni_tile<BlockQ6_K, kBlockK, q6_k_tail, &DotKernels::q6_k_tile, true>;
 
 template <TileDotFn kTile>
 void row_dot(int64_t n, const void* w, const void* act, size_t stride, int n_act, float* out) {
