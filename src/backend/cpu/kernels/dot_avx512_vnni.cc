@@ -1,6 +1,6 @@
-// AVX-512 VNNI kernels for Q8_0 (decode, 4 weight rows x 1 token, and tails) and Q6_K (2-3-token tails). CMake compiles
-// *_avx512_vnni.cc files with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (+ AVX2/FMA/F16C); only
-// reached through dot_kernels_for(kAvx512Vnni) after detected_cpu_isa() confirmed the CPU has them.
+// AVX-512 VNNI kernels: Q8_0 decode (4 weight rows x 1 token) and tails, Q6_K 2-3-token tails.
+// CMake compiles *_avx512_vnni.cc files with -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+// (+ AVX2/FMA/F16C); only reached through dot_kernels_for(kAvx512Vnni) after detected_cpu_isa() confirmed the CPU has them.
 //
 // Exactness and batch invariance: per (row, token, block) these kernels form the SAME exact int32
 // totals as the AVX2 kernels of dot_avx2.cc (integer sums in another order are the same integers)
