@@ -86,6 +86,14 @@ Value Environment::lookup(const std::string& name) const {
 }
 
 std::string Evaluator::render(const NodeList& program, Environment& globals) {
+  struct EmptyAssignedNamespaces {
+    Evaluator& evaluator;
+    ~EmptyAssignedNamespaces() {
+      for (const Value& ns : evaluator.assigned_namespaces_) ns.fields().clear();
+      evaluator.assigned_namespaces_.clear();
+      evaluator.assigned_seen_.clear();
+    }
+  } empty_assigned{*this};
   std::string out;
   try {
     exec_block(program, globals, out);
@@ -212,6 +220,7 @@ void Evaluator::exec_set(const Node& node, Environment& env) {
       throw TemplateError("cannot assign attribute on non-namespace object");
     if (target.flag || target.b->kind != NodeKind::kIdentifier)
       throw TemplateError("Cannot assign to member with non-identifier property");
+    if (assigned_seen_.insert(&object.fields()).second) assigned_namespaces_.push_back(object);
     object.fields().set(target.b->text, std::move(rhs));
     return;
   }

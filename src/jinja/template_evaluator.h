@@ -10,6 +10,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "jinja/template_ast.h"
 #include "jinja/template_value.h"
@@ -35,6 +36,10 @@ class Environment {
 class Evaluator {
  public:
   /// Renders `program` with `globals` as the outermost scope. Throws TemplateError.
+  /// Namespaces are the only mutable values, so `{% set ns.x = ns %}` (or through a list or a
+  /// second namespace) makes a reference cycle of shared pointers that would never be freed: when
+  /// the render ends (returning or throwing), every namespace assigned into is emptied, which
+  /// breaks any such cycle (found by chat_template_fuzz under LeakSanitizer).
   std::string render(const NodeList& program, Environment& globals);
 
   /// Evaluates an expression node. Errors without a line get the node's line.
@@ -63,6 +68,8 @@ class Evaluator {
   Value eval_dict(const Node& node, Environment& env);
 
   int macro_depth_ = 0;
+  std::vector<Value> assigned_namespaces_;  // namespaces `set ns.attr = ...` wrote to (deduplicated)
+  std::unordered_set<const Object*> assigned_seen_;
 };
 
 }  // namespace qs::chat

@@ -103,6 +103,9 @@ class Object {
  public:
   const Value* find(std::string_view key) const;
   void set(const std::string& key, Value value);
+  /// Drops every entry (the evaluator empties the namespaces a render assigned into, see
+  /// Evaluator::render).
+  void clear() { entries_.clear(); }
   size_t size() const { return entries_.size(); }
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
 
