@@ -121,7 +121,9 @@ case "$mode" in
       # (The crash directory must exist before counting: under pipefail a failing find ended the
       # whole campaign silently on a machine's first run.)
       mkdir -p "$corpus" "$state/crashes/$target"
-      before=$(find "$state/crashes/$target" -type f | wc -l)
+      # slow-unit-* files are libFuzzer's wall-clock reports (a nice-19 process on a shared machine
+      # is often descheduled for seconds), not findings: they are not counted as crashes.
+      before=$(find "$state/crashes/$target" -type f ! -name 'slow-unit-*' | wc -l)
       t0=$(date +%s)
       rc=0
       # CPU seconds (user + system) of the run, which on a shared machine is less than its wall time.
@@ -129,7 +131,7 @@ case "$mode" in
       { time QS_FUZZ_NICE="nice -n 19" run_target "$target" "$seconds" "$corpus" "$log" || rc=$?; } 2>"$state/time"
       t1=$(date +%s)
       cpu="$(awk '{printf "%d", $1 + $2}' "$state/time")"
-      after=$(find "$state/crashes/$target" -type f | wc -l)
+      after=$(find "$state/crashes/$target" -type f ! -name 'slow-unit-*' | wc -l)
       read -r execs cov ft <<<"$(summary_of "$log")"
       # Inputs that add coverage to the committed corpus go into it, so that the next campaign (on
       # any machine, from a fresh clone) resumes from here.
