@@ -12,6 +12,11 @@
 //   Gemm/<TYPE>/tokens:N/threads:T  Y = X W^T, W [2560, 2560], N tokens (N = 1..16: batched
 //                             decode steps, 64: prefill).
 //                             GFLOP_per_s = 2 * N * 2560 * 2560 / time / 1e9.
+//   PrefillAttention/tokens:N/tile:T  causal attention of one layer over a prefill of N tokens
+//                             (Qwen3-4B: 32 query heads, 8 KV heads, head_dim 128, F16 KV cache),
+//                             one thread, query tokens in tiles of T (1: one row at a time).
+//                             GFLOP_per_s = 4 * 32 * 128 * sum_p (p + 1) / CPU time / 1e9 (QK^T
+//                             and PV, 2 flops per multiply-add).
 // Run: build/release/bench/qwenserve_microbench [--benchmark_filter=Gemv] (not part of ctest).
 #include <benchmark/benchmark.h>
 
@@ -34,6 +39,7 @@
 #include "formats/tensor.h"
 #include "core/thread_pool.h"
 #include "backend/cpu/kernels/matmul.h"
+#include "backend/cpu/kernels/paged_attention.h"
 #include "formats/quantize.h"
 
 namespace {
@@ -222,6 +228,48 @@ void BM_Gemm(benchmark::State& state, DType type) {
   state.counters["GFLOP_per_s"] = flops * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
 }
 
+void BM_PrefillAttention(benchmark::State& state) {
+  constexpr int64_t kHeads = 32, kKvHeads = 8, kDim = 128;
+  const int64_t tokens = state.range(0);
+  const int tile = static_cast<int>(state.range(1));
+  const int64_t n_blocks = (tokens + qs::kKvBlockSize - 1) / qs::kKvBlockSize;
+  const size_t row = qs::row_bytes(DType::F16, kDim);
+  std::vector<uint8_t> k(static_cast<size_t>(n_blocks * kKvHeads * qs::kKvBlockSize) * row), v(k.size());
+  qs::kernels::KvLayerView kv;
+  kv.k = k.data();
+  kv.v = v.data();
+  kv.element_type = DType::F16;
+  kv.row_bytes = row;
+  kv.n_kv_heads = kKvHeads;
+  kv.head_dim = kDim;
+  std::vector<int32_t> block_table(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) block_table[b] = static_cast<int32_t>(n_blocks - 1 - b);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> kv_row(kKvHeads * kDim);
+  for (int64_t p = 0; p < tokens; ++p) {
+    for (float& x : kv_row) x = normal(rng);
+    qs::kernels::kv_store(kv, static_cast<int32_t>(block_table[p / 16] * 16 + p % 16), kv_row.data(), kv_row.data());
+  }
+  std::vector<float> q(static_cast<size_t>(tokens * kHeads * kDim)), out(q.size());
+  for (float& x : q) x = normal(rng);
+  std::vector<int64_t> context(static_cast<size_t>(tokens));
+  for (int64_t p = 0; p < tokens; ++p) context[p] = p + 1;
+  const qs::kernels::AttentionShape shape{kHeads, kKvHeads, kDim};
+  const int64_t q_dim = kHeads * kDim;
+  for (auto _ : state) {
+    for (int64_t t0 = 0; t0 < tokens; t0 += tile) {
+      const int n = static_cast<int>(std::min<int64_t>(tile, tokens - t0));
+      qs::kernels::paged_attention_tile(&q[t0 * q_dim], q_dim, n, &context[t0], shape, kv, block_table.data(),
+                                        &out[t0 * q_dim], q_dim);
+    }
+    benchmark::ClobberMemory();
+  }
+  const double flops = 4.0 * kHeads * kDim * static_cast<double>(tokens) * static_cast<double>(tokens + 1) / 2.0;
+  state.counters["GFLOP_per_s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9,
+                                                     benchmark::Counter::kIsRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,6 +296,11 @@ int main(int argc, char** argv) {
     }
     gemm->ArgNames({"tokens", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
   }
+  auto* attention = benchmark::RegisterBenchmark("PrefillAttention", BM_PrefillAttention);
+  for (int64_t tokens : {512, 2048}) {
+    for (int64_t tile : {int64_t{1}, int64_t{qs::kernels::kMaxQueryTile}}) attention->Args({tokens, tile});
+  }
+  attention->ArgNames({"tokens", "tile"})->Unit(benchmark::kMillisecond);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -44,7 +44,8 @@ ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights,
   up_.resize(n * config.intermediate_size);
   rope_.resize(n * config.head_dim);
   last_h_.resize(n * config.hidden_size);
-  token_seq_.resize(n);
+  context_.resize(n);
+  attention_tiles_.reserve(n);
 
   auto add_vector = [&](const TensorView* t) {
     if (t == nullptr) return;
@@ -86,7 +87,6 @@ void ModelRunner::validate(const StepBatch& batch, const CpuKvStorage& kv) {
     if (starts[s + 1] < starts[s]) throw Error("forward: query_start_loc is not ascending");
     int32_t max_pos = -1;
     for (int32_t i = starts[s]; i < starts[s + 1]; ++i) {
-      token_seq_[i] = s;
       if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
         throw Error("forward: token id " + std::to_string(tokens[i]) + " outside the vocabulary [0, " +
                     std::to_string(config_.vocab_size) + ")");
@@ -174,18 +174,21 @@ void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv
   });
 
   const kernels::AttentionShape shape{config_.num_attention_heads, config_.num_key_value_heads, d};
-  const auto attend = [&](int64_t i) {
-    kernels::paged_attention_token(&q_[i * q_dim], shape, kv_layer, batch.block_table(token_seq_[i]).data(),
-                                   positions[i] + 1, &attn_out_[i * q_dim]);
+  const auto attend = [&](const AttentionTile& tile) {
+    const int64_t i = tile.first_token;
+    kernels::paged_attention_tile(&q_[i * q_dim], q_dim, tile.n_tokens, &context_[i], shape, kv_layer,
+                                  batch.block_table(tile.seq).data(), &attn_out_[i * q_dim], q_dim);
   };
-  // A token's attention costs O(its position), and parallel_for hands each thread a contiguous
-  // range: over a prefill chunk the thread with the early tokens would idle (2 threads at pp512:
-  // 1/4 vs 3/4 of the work). Work item p is the pair (p, n - 1 - p), balanced for any contiguous
-  // split. Each token's result is computed alone as before, so nothing changes numerically.
-  pool_.parallel_for((n + 1) / 2, [&](int64_t begin, int64_t end, int) {
+  // A tile's attention costs O(its positions), and parallel_for hands each thread a contiguous
+  // range: over a prefill chunk the thread with the early tiles would idle (2 threads at pp512:
+  // 1/4 vs 3/4 of the work). Work item p is the pair of tiles (p, n - 1 - p), balanced for any
+  // contiguous split. Tiling does not change results (paged_attention_tile is bit-identical per
+  // token to paged_attention_token).
+  const auto n_tiles = static_cast<int64_t>(attention_tiles_.size());
+  pool_.parallel_for((n_tiles + 1) / 2, [&](int64_t begin, int64_t end, int) {
     for (int64_t p = begin; p < end; ++p) {
-      attend(p);
-      if (n - 1 - p != p) attend(n - 1 - p);
+      attend(attention_tiles_[p]);
+      if (n_tiles - 1 - p != p) attend(attention_tiles_[n_tiles - 1 - p]);
     }
   });
 
@@ -217,8 +220,21 @@ void ModelRunner::compute_logits(const StepBatch& batch, float* logits) {
   kernels::matmul(*weights_.lm_head, last_h_.data(), batch.n_logits(), logits, pool_, scratch_);
 }
 
+void ModelRunner::plan_attention_tiles(const StepBatch& batch) {
+  const auto starts = batch.query_start_loc();
+  const auto positions = batch.positions();
+  attention_tiles_.clear();
+  for (int32_t s = 0; s < batch.n_seqs(); ++s) {
+    for (int32_t i = starts[s]; i < starts[s + 1]; i += kernels::kMaxQueryTile) {
+      attention_tiles_.push_back({i, std::min<int32_t>(kernels::kMaxQueryTile, starts[s + 1] - i), s});
+    }
+  }
+  for (int64_t i = 0; i < batch.n_tokens(); ++i) context_[i] = positions[i] + 1;
+}
+
 void ModelRunner::forward(const StepBatch& batch, const CpuKvStorage& kv, float* logits) {
   validate(batch, kv);
+  plan_attention_tiles(batch);
   const int64_t n = batch.n_tokens();
   const int64_t d = config_.head_dim;
   for (int64_t i = 0; i < n; ++i) {

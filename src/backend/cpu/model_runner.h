@@ -46,6 +46,9 @@ class ModelRunner {
   void validate(const StepBatch& batch, const CpuKvStorage& kv);
   void embed(const StepBatch& batch);
   void attention_block(const StepBatch& batch, const CpuKvStorage& kv, int64_t layer);
+  // Splits each sequence's tokens into attention tiles of up to kernels::kMaxQueryTile
+  // consecutive tokens (attention_tiles_) and sets context_[i] = positions[i] + 1.
+  void plan_attention_tiles(const StepBatch& batch);
   void mlp_block(int64_t n_tokens, int64_t layer);
   void norm_rows(const float* x, const TensorView& weight, int64_t n_tokens, float* out);
   void compute_logits(const StepBatch& batch, float* logits);
@@ -72,7 +75,13 @@ class ModelRunner {
   std::vector<float> up_;        // [n_tokens, intermediate]
   std::vector<float> rope_;      // [n_tokens, head_dim] cos/sin per token
   std::vector<float> last_h_;    // [max_batch_tokens, hidden] rows needing logits
-  std::vector<int32_t> token_seq_;  // [max_batch_tokens] sequence of each token of the step
+  std::vector<int64_t> context_;    // [max_batch_tokens] keys each token attends to (position + 1)
+  struct AttentionTile {
+    int32_t first_token;  // the tile's first token in the step
+    int32_t n_tokens;     // 1..kernels::kMaxQueryTile consecutive tokens of one sequence
+    int32_t seq;
+  };
+  std::vector<AttentionTile> attention_tiles_;  // this step's tiles, in token order
 };
 
 }  // namespace qs

@@ -204,6 +204,73 @@ TEST(KernelIsaAttention, EveryLevelAndKvTypeMatchesFloat64Attention) {
   }
 }
 
+// A tile's tokens share K / V rows but nothing else: on every level, KV type, group size (one and
+// two passes of 8 query heads) and tile shape (consecutive positions across block boundaries,
+// scattered contexts, 1..kMaxQueryTile tokens, strided rows), each token's output is bit-identical
+// to paged_attention_token's for that token alone (which the test above checks against float64).
+TEST(KernelIsaAttention, TileEqualsTokenBitForBitOnEveryLevel) {
+  struct Shape {
+    int64_t n_heads, n_kv, d;
+    DType element;
+  };
+  const std::vector<Shape> shapes = {{12, 2, 128, DType::F16}, {12, 2, 128, DType::F32},
+                                     {8, 2, 64, DType::Q8_0},  {16, 1, 36, DType::BF16},
+                                     {32, 8, 128, DType::F16}};
+  const std::vector<int32_t> block_table = {6, 2, 9, 0, 4};  // non-contiguous
+  const int64_t n_blocks = 10, max_context = 16 * 5;
+  std::mt19937 rng(1177);
+  // Tiles as contexts (position + 1) per token: consecutive runs starting at several offsets and
+  // of every length, then scattered contexts in a tile.
+  std::vector<std::vector<int64_t>> tiles;
+  for (int64_t first : {1, 11, 15, 16, 31, 70}) {
+    for (int n_q = 1; n_q <= kernels::kMaxQueryTile; ++n_q) {
+      std::vector<int64_t> ctx;
+      for (int t = 0; t < n_q && first + t <= max_context; ++t) ctx.push_back(first + t);
+      tiles.push_back(ctx);
+    }
+  }
+  tiles.push_back({64, 1, 17, 33, 5, 48, 16, 2});
+  tiles.push_back({80, 80, 3});
+  for (const Shape& shape : shapes) {
+    const int64_t d = shape.d, q_dim = shape.n_heads * d;
+    const size_t row_size = row_bytes(shape.element, d);
+    std::vector<uint8_t> k_bytes(n_blocks * shape.n_kv * 16 * row_size), v_bytes(k_bytes.size());
+    kernels::KvLayerView kv;
+    kv.k = k_bytes.data();
+    kv.v = v_bytes.data();
+    kv.element_type = shape.element;
+    kv.row_bytes = row_size;
+    kv.n_kv_heads = shape.n_kv;
+    kv.head_dim = d;
+    for (int64_t p = 0; p < max_context; ++p) {
+      const std::vector<float> k = random_floats(static_cast<size_t>(shape.n_kv * d), rng);
+      const std::vector<float> v = random_floats(static_cast<size_t>(shape.n_kv * d), rng);
+      kernels::kv_store(kv, block_table[p / 16] * 16 + static_cast<int32_t>(p % 16), k.data(), v.data());
+    }
+    const kernels::AttentionShape attention{shape.n_heads, shape.n_kv, d};
+    for (const auto& ctx : tiles) {
+      const int n_q = static_cast<int>(ctx.size());
+      // Rows strided by q_dim + 8 floats, so the kernel must honour the strides.
+      const int64_t stride = q_dim + 8;
+      const std::vector<float> q = random_floats(static_cast<size_t>(n_q * stride), rng, 2.0f);
+      for (const auto* kern : tables(kernels::attention_kernels_for)) {
+        std::vector<float> tiled(static_cast<size_t>(n_q * stride), NAN);
+        kern->tile(q.data(), stride, n_q, ctx.data(), attention, kv, block_table.data(), tiled.data(), stride);
+        for (int t = 0; t < n_q; ++t) {
+          std::vector<float> alone(static_cast<size_t>(q_dim), NAN);
+          kern->token(q.data() + t * stride, attention, kv, block_table.data(), ctx[t], alone.data());
+          for (int64_t i = 0; i < q_dim; ++i) {
+            ASSERT_EQ(bits_of(tiled[t * stride + i]), bits_of(alone[i]))
+                << kernels::cpu_isa_name(kern->isa) << " " << dtype_name(shape.element) << " heads "
+                << shape.n_heads << "/" << shape.n_kv << " tile of " << n_q << " token " << t
+                << " context " << ctx[t] << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelIsaElementwise, RmsNormEveryLevelMatchesFloat64) {
   std::mt19937 rng(72);
   const std::vector<float> xs = random_floats(4099 + 8, rng, 3.0f);

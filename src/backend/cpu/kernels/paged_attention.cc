@@ -14,7 +14,8 @@ void dot4_f32_scalar(const float* x, const float* const rows[4], int64_t n, floa
 }  // namespace
 
 const AttentionKernels& scalar_attention_kernels() {
-  static const AttentionKernels table = {CpuIsa::kScalar, attention_token_impl, dot_f32_scalar,
+  static const AttentionKernels table = {CpuIsa::kScalar, attention_token_impl, attention_tile_impl,
+                                         dot_f32_scalar,
                                          dot4_f32_scalar};
   return table;
 }
@@ -42,6 +43,12 @@ const AttentionKernels& active_attention_kernels() {
 void paged_attention_token(const float* q, const AttentionShape& shape, const KvLayerView& kv,
                            const int32_t* block_table, int64_t n_context, float* out) {
   active_attention_kernels().token(q, shape, kv, block_table, n_context, out);
+}
+
+void paged_attention_tile(const float* q, int64_t q_stride, int n_q, const int64_t* n_context,
+                          const AttentionShape& shape, const KvLayerView& kv, const int32_t* block_table,
+                          float* out, int64_t out_stride) {
+  active_attention_kernels().tile(q, q_stride, n_q, n_context, shape, kv, block_table, out, out_stride);
 }
 
 void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v) {

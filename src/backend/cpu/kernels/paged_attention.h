@@ -1,4 +1,5 @@
-// Causal attention over the paged KV cache, one query token at a time.
+// Causal attention over the paged KV cache: one query token (decode), or a tile of up to
+// kMaxQueryTile query tokens of one sequence (prefill) that reads each K / V row once for the tile.
 //
 // For query token t at position p of a sequence with block table bt, for each query head h with
 // KV head g = h / (n_heads / n_kv_heads) (GQA, Ainslie et al. 2023):
@@ -8,6 +9,11 @@
 // sum, partial output rescaled when a block raises the max: Milakov & Gimelshein 2018, as in
 // FlashAttention). GQA-aware: each K and V row is read and converted from F16 once for all query
 // heads of its group. exp() is a polynomial with relative error below 2^-22 on the AVX2 path.
+//
+// The tile form exists for long prompts: one query row at a time reads and converts the whole
+// context once per token (O(n^2) row conversions and cache traffic over a prefill chunk); a tile of
+// T tokens does that once per T tokens. Its output per token is bit-identical to the token form
+// (same operations in the same order per output value), so batching never changes results.
 //
 // paged_attention_token runs the path of active_cpu_isa() (AttentionKernels): scalar in
 // paged_attention.cc, AVX2 + FMA + F16C in paged_attention_avx2.cc, both compiled from
@@ -33,18 +39,36 @@ struct AttentionShape {
 void paged_attention_token(const float* q, const AttentionShape& shape, const KvLayerView& kv,
                            const int32_t* block_table, int64_t n_context, float* out);
 
+/// Query tokens per paged_attention_tile call: 8 tokens x 8 heads x 16 scores stay on the stack,
+/// and the tile's output rows (8 x n_heads x head_dim f32, 16 KiB per KV group of 4 heads at
+/// head_dim 128) stay in L1/L2 while a KV block is applied to them.
+inline constexpr int kMaxQueryTile = 8;
+
+/// A tile of n_q (1..kMaxQueryTile) query tokens of one sequence: token t's q is the row
+/// q + t * q_stride ([n_heads, head_dim] f32), it attends to keys / values at positions
+/// [0, n_context[t]) (causal: its position + 1, >= 1), and its output goes to out + t * out_stride
+/// ([n_heads, head_dim] f32). Equal, bit for bit, to n_q paged_attention_token calls. No
+/// allocation (64 KiB of stack).
+void paged_attention_tile(const float* q, int64_t q_stride, int n_q, const int64_t* n_context,
+                          const AttentionShape& shape, const KvLayerView& kv, const int32_t* block_table,
+                          float* out, int64_t out_stride);
+
 /// Writes k, v [n_kv_heads, head_dim] f32 of one token into slot `slot` (= block * kKvBlockSize +
 /// row, StepBatch::slot_mapping) of one layer's arrays, encoded in kv.element_type. A negative
 /// slot writes nothing (padded rows).
 void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v);
 
-/// One ISA level's attention kernels. `token` has paged_attention_token's contract; `dot` and
+/// One ISA level's attention kernels. `token` and `tile` have paged_attention_token's and
+/// paged_attention_tile's contracts; `dot` and
 /// `dot4` are the f32 dot products it uses (vec_dot.h: dot(a, b, n) = sum_i a[i] b[i];
 /// dot4(x, rows, n, out): out[r] = dot(x, rows[r], n), bit-identical per row to dot).
 struct AttentionKernels {
   CpuIsa isa;
   void (*token)(const float* q, const AttentionShape& shape, const KvLayerView& kv,
                 const int32_t* block_table, int64_t n_context, float* out);
+  void (*tile)(const float* q, int64_t q_stride, int n_q, const int64_t* n_context,
+               const AttentionShape& shape, const KvLayerView& kv, const int32_t* block_table, float* out,
+               int64_t out_stride);
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*dot4)(const float* x, const float* const rows[4], int64_t n, float out[4]);
 };

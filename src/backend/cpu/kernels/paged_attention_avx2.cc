@@ -16,7 +16,8 @@ void dot4_f32_avx2(const float* x, const float* const rows[4], int64_t n, float 
 }  // namespace
 
 const AttentionKernels* avx2_attention_kernels() {
-  static const AttentionKernels table = {CpuIsa::kAvx2, attention_token_impl, dot_f32_avx2,
+  static const AttentionKernels table = {CpuIsa::kAvx2, attention_token_impl, attention_tile_impl,
+                                         dot_f32_avx2,
                                          dot4_f32_avx2};
   return &table;
 }

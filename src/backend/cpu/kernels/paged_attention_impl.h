@@ -85,72 +85,226 @@ inline void exp_nonpositive(const float* x, int n, float* out) {
   for (; i < n; ++i) out[i] = std::exp(x[i]);
 }
 
-// acc[i] = acc[i] * scale + w * v[i].
-inline void scale_add(float* acc, float scale, float w, const float* v, int64_t n) {
-  int64_t i = 0;
+// For each element i in [begin, n): acc[i] = acc[i] * corr + w[0] * v[0][i], then acc[i] = acc[i] + w[j] * v[j][i]
+// for j = 1 .. rows-1 (one online-softmax KV block applied to one output row; rows >= 1). On AVX2
+// each product-add is one FMA and the row stays in registers across the block's rows.
+inline void scale_add_rows(float* acc, float corr, const float* w, const float* const* v, int rows,
+                           int64_t n, int64_t begin = 0) {
+  int64_t i = begin;
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  const __m256 s = _mm256_set1_ps(scale), wv = _mm256_set1_ps(w);
+  const __m256 c = _mm256_set1_ps(corr);
+  for (; i + 32 <= n; i += 32) {
+    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + i), c);
+    __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + i + 8), c);
+    __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + i + 16), c);
+    __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + i + 24), c);
+    for (int j = 0; j < rows; ++j) {
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      const float* vj = v[j] + i;
+      a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
+      a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
+      a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
+      a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
+    }
+    _mm256_storeu_ps(acc + i, a0);
+    _mm256_storeu_ps(acc + i + 8, a1);
+    _mm256_storeu_ps(acc + i + 16, a2);
+    _mm256_storeu_ps(acc + i + 24, a3);
+  }
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_mul_ps(_mm256_loadu_ps(acc + i), s)));
+    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + i), c);
+    for (int j = 0; j < rows; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(v[j] + i), a);
+    _mm256_storeu_ps(acc + i, a);
   }
 #endif
-  for (; i < n; ++i) acc[i] = acc[i] * scale + w * v[i];
+  for (; i < n; ++i) {
+    float a = acc[i] * corr;
+    for (int j = 0; j < rows; ++j) a += w[j] * v[j][i];
+    acc[i] = a;
+  }
 }
 
-void attention_token_impl(const float* q, const AttentionShape& shape, const KvLayerView& kv,
-                           const int32_t* block_table, int64_t n_context, float* out) {
+// out[2 h + j] = sum_i q[h][i] * k[j][i] for 4 query rows and 2 key rows of length n (the scores of
+// 4 heads against 2 keys). On AVX2 each (h, j) has one 8-lane accumulator over i (lane l sums
+// i = l mod 8), reduced as ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)), then the i >= 8 floor(n/8) tail
+// is added in order; a score's value does not depend on which rows share the call.
+inline void scores_4x2(const float* const q[4], const float* k0, const float* k1, int64_t n, float out[8]) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps();
+  __m256 a11 = _mm256_setzero_ps(), a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps();
+  __m256 a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m256 kv0 = _mm256_loadu_ps(k0 + i), kv1 = _mm256_loadu_ps(k1 + i);
+    __m256 qv = _mm256_loadu_ps(q[0] + i);
+    a00 = _mm256_fmadd_ps(qv, kv0, a00);
+    a01 = _mm256_fmadd_ps(qv, kv1, a01);
+    qv = _mm256_loadu_ps(q[1] + i);
+    a10 = _mm256_fmadd_ps(qv, kv0, a10);
+    a11 = _mm256_fmadd_ps(qv, kv1, a11);
+    qv = _mm256_loadu_ps(q[2] + i);
+    a20 = _mm256_fmadd_ps(qv, kv0, a20);
+    a21 = _mm256_fmadd_ps(qv, kv1, a21);
+    qv = _mm256_loadu_ps(q[3] + i);
+    a30 = _mm256_fmadd_ps(qv, kv0, a30);
+    a31 = _mm256_fmadd_ps(qv, kv1, a31);
+  }
+  // Lanes of u0: [a00, a01, a10, a11] partial sums of lanes 0-3 | the same of lanes 4-7; u1 for
+  // heads 2-3. Adding the halves gives the 8 sums in the order of out.
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a00, a01), _mm256_hadd_ps(a10, a11));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a20, a21), _mm256_hadd_ps(a30, a31));
+  const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  _mm256_storeu_ps(out, sums);
+#else
+  for (int r = 0; r < 8; ++r) out[r] = 0.0f;
+#endif
+  for (int h = 0; h < 4; ++h) {
+    for (int64_t t = i; t < n; ++t) {
+      out[2 * h] += q[h][t] * k0[t];
+      out[2 * h + 1] += q[h][t] * k1[t];
+    }
+  }
+}
+
+// scale_add_rows for 4 output rows at once (acc[h], corr[h], w[h]: 4 heads of one token), sharing
+// each load of a V row; per element the same operations in the same order as scale_add_rows.
+inline void scale_add_rows_x4(float* const acc[4], const float corr[4], const float* const w[4],
+                              const float* const* v, int rows, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  for (; i + 16 <= n; i += 16) {
+    __m256 a[4][2];
+    for (int h = 0; h < 4; ++h) {
+      const __m256 c = _mm256_set1_ps(corr[h]);
+      a[h][0] = _mm256_mul_ps(_mm256_loadu_ps(acc[h] + i), c);
+      a[h][1] = _mm256_mul_ps(_mm256_loadu_ps(acc[h] + i + 8), c);
+    }
+    for (int j = 0; j < rows; ++j) {
+      const __m256 v0 = _mm256_loadu_ps(v[j] + i), v1 = _mm256_loadu_ps(v[j] + i + 8);
+      for (int h = 0; h < 4; ++h) {
+        const __m256 wj = _mm256_set1_ps(w[h][j]);
+        a[h][0] = _mm256_fmadd_ps(wj, v0, a[h][0]);
+        a[h][1] = _mm256_fmadd_ps(wj, v1, a[h][1]);
+      }
+    }
+    for (int h = 0; h < 4; ++h) {
+      _mm256_storeu_ps(acc[h] + i, a[h][0]);
+      _mm256_storeu_ps(acc[h] + i + 8, a[h][1]);
+    }
+  }
+#endif
+  for (int h = 0; h < 4; ++h) scale_add_rows(acc[h], corr[h], w[h], v, rows, n, i);
+}
+
+// paged_attention_tile's contract (paged_attention.h). Per query token and KV group: one pass over
+// the KV blocks with an online softmax. Each K and V row of a block is converted to f32 once for
+// every query token of the tile and every query head of the group; a token's operations do not
+// depend on the other tokens of its tile (so a tile equals its tokens one at a time, bit for bit).
+void attention_tile_impl(const float* q, int64_t q_stride, int n_q, const int64_t* n_context,
+                         const AttentionShape& shape, const KvLayerView& kv, const int32_t* block_table,
+                         float* out, int64_t out_stride) {
   const int64_t d = shape.head_dim;
   const int64_t group = shape.n_heads / shape.n_kv_heads;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const uint8_t* k_base = kv.k;
-  const uint8_t* v_base = kv.v;
-  alignas(32) float k_row[512], v_row[512];  // head_dim <= 512 (checked by the model runner)
-  alignas(32) float s[kHeadsPerPass][kKvBlockSize];
-  float running_max[kHeadsPerPass], running_sum[kHeadsPerPass];
+  int64_t max_context = 0;
+  for (int t = 0; t < n_q; ++t) max_context = std::max(max_context, n_context[t]);
+  // One KV block's rows in f32 (head_dim <= 512, checked by the model runner): 2 x 32 KiB.
+  alignas(32) float k_rows[kKvBlockSize][512], v_rows[kKvBlockSize][512];
+  const float* k_ptr[kKvBlockSize];
+  const float* v_ptr[kKvBlockSize];
+  alignas(32) float s[kMaxQueryTile][kHeadsPerPass][kKvBlockSize];
+  float running_max[kMaxQueryTile][kHeadsPerPass], running_sum[kMaxQueryTile][kHeadsPerPass];
+  float correction[kMaxQueryTile][kHeadsPerPass];
+  const float* q_rows[4];
+  alignas(32) float dots[8];
   for (int64_t g = 0; g < shape.n_kv_heads; ++g) {
     for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += kHeadsPerPass) {
       const int nh = static_cast<int>(std::min<int64_t>(kHeadsPerPass, (g + 1) * group - h0));
-      for (int h = 0; h < nh; ++h) {
-        running_max[h] = -INFINITY;
-        running_sum[h] = 0.0f;
-        std::memset(out + (h0 + h) * d, 0, d * sizeof(float));
-      }
-      // One pass over the KV blocks; each K and V row is converted once for the nh query heads.
-      for (int64_t j0 = 0; j0 < n_context; j0 += kKvBlockSize) {
-        const int rows = static_cast<int>(std::min<int64_t>(kKvBlockSize, n_context - j0));
-        const int32_t block = block_table[j0 / kKvBlockSize];
-        for (int j = 0; j < rows; ++j) {
-          const float* k = load_row(kv.element_type, k_base, kv.row_offset(block, g, j), d, k_row);
-          for (int h = 0; h < nh; ++h) s[h][j] = dot_f32(q + (h0 + h) * d, k, d) * scale;
-        }
-        // Online softmax (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): rescale
-        // the partial sums by exp(old_max - new_max) when the block raises the max.
-        float correction[kHeadsPerPass];
+      for (int t = 0; t < n_q; ++t) {
         for (int h = 0; h < nh; ++h) {
-          float block_max = running_max[h];
-          for (int j = 0; j < rows; ++j) block_max = std::max(block_max, s[h][j]);
-          correction[h] = running_max[h] == -INFINITY ? 0.0f : std::exp(running_max[h] - block_max);
-          running_max[h] = block_max;
-          for (int j = 0; j < rows; ++j) s[h][j] -= block_max;
-          exp_nonpositive(s[h], rows, s[h]);
-          float block_sum = 0.0f;
-          for (int j = 0; j < rows; ++j) block_sum += s[h][j];
-          running_sum[h] = running_sum[h] * correction[h] + block_sum;
+          running_max[t][h] = -INFINITY;
+          running_sum[t][h] = 0.0f;
+          std::memset(out + t * out_stride + (h0 + h) * d, 0, d * sizeof(float));
         }
-        for (int j = 0; j < rows; ++j) {
-          const float* v = load_row(kv.element_type, v_base, kv.row_offset(block, g, j), d, v_row);
-          for (int h = 0; h < nh; ++h) {
-            scale_add(out + (h0 + h) * d, j == 0 ? correction[h] : 1.0f, s[h][j], v, d);
+      }
+      for (int64_t j0 = 0; j0 < max_context; j0 += kKvBlockSize) {
+        const int rows = static_cast<int>(std::min<int64_t>(kKvBlockSize, max_context - j0));
+        const int32_t block = block_table[j0 / kKvBlockSize];
+        if (j0 + kKvBlockSize < max_context) {
+          // The next block's rows of this KV head (16 x row_bytes contiguous bytes in K and in V)
+          // are requested now: blocks sit anywhere in the pool, which defeats the hardware
+          // prefetcher at every block boundary.
+          const size_t next = kv.row_offset(block_table[j0 / kKvBlockSize + 1], g, 0);
+          for (size_t byte = 0; byte < kKvBlockSize * kv.row_bytes; byte += 64) {
+            __builtin_prefetch(kv.k + next + byte);
+            __builtin_prefetch(kv.v + next + byte);
           }
         }
+        for (int j = 0; j < rows; ++j) {
+          k_ptr[j] = load_row(kv.element_type, kv.k, kv.row_offset(block, g, j), d, k_rows[j]);
+        }
+        for (int t = 0; t < n_q; ++t) {
+          const int rows_t = static_cast<int>(std::min<int64_t>(kKvBlockSize, n_context[t] - j0));
+          if (rows_t <= 0) continue;
+          const float* qt = q + t * q_stride;
+          // Scores in 4-head x 2-key tiles; a missing head or key repeats the last one and its
+          // scores are dropped.
+          for (int h = 0; h < nh; h += 4) {
+            for (int r = 0; r < 4; ++r) q_rows[r] = qt + (h0 + std::min(h + r, nh - 1)) * d;
+            const int heads = std::min(4, nh - h);
+            for (int j = 0; j < rows_t; j += 2) {
+              const int j1 = std::min(j + 1, rows_t - 1);
+              scores_4x2(q_rows, k_ptr[j], k_ptr[j1], d, dots);
+              for (int r = 0; r < heads; ++r) {
+                s[t][h + r][j] = dots[2 * r] * scale;
+                s[t][h + r][j1] = dots[2 * r + 1] * scale;
+              }
+            }
+          }
+          for (int h = 0; h < nh; ++h) {
+            float block_max = running_max[t][h];
+            for (int j = 0; j < rows_t; ++j) block_max = std::max(block_max, s[t][h][j]);
+            correction[t][h] = running_max[t][h] == -INFINITY ? 0.0f : std::exp(running_max[t][h] - block_max);
+            running_max[t][h] = block_max;
+            for (int j = 0; j < rows_t; ++j) s[t][h][j] -= block_max;
+            exp_nonpositive(s[t][h], rows_t, s[t][h]);
+            float block_sum = 0.0f;
+            for (int j = 0; j < rows_t; ++j) block_sum += s[t][h][j];
+            running_sum[t][h] = running_sum[t][h] * correction[t][h] + block_sum;
+          }
+        }
+        for (int j = 0; j < rows; ++j) {
+          v_ptr[j] = load_row(kv.element_type, kv.v, kv.row_offset(block, g, j), d, v_rows[j]);
+        }
+        for (int t = 0; t < n_q; ++t) {
+          const int rows_t = static_cast<int>(std::min<int64_t>(kKvBlockSize, n_context[t] - j0));
+          if (rows_t <= 0) continue;
+          float* ot = out + t * out_stride;
+          int h = 0;
+          for (; h + 4 <= nh; h += 4) {
+            float* const acc[4] = {ot + (h0 + h) * d, ot + (h0 + h + 1) * d, ot + (h0 + h + 2) * d,
+                                   ot + (h0 + h + 3) * d};
+            const float* const w[4] = {s[t][h], s[t][h + 1], s[t][h + 2], s[t][h + 3]};
+            scale_add_rows_x4(acc, &correction[t][h], w, v_ptr, rows_t, d);
+          }
+          for (; h < nh; ++h) scale_add_rows(ot + (h0 + h) * d, correction[t][h], s[t][h], v_ptr, rows_t, d);
+        }
       }
-      for (int h = 0; h < nh; ++h) {
-        const float inv = 1.0f / running_sum[h];
-        float* oh = out + (h0 + h) * d;
-        for (int64_t i = 0; i < d; ++i) oh[i] *= inv;
+      for (int t = 0; t < n_q; ++t) {
+        for (int h = 0; h < nh; ++h) {
+          const float inv = 1.0f / running_sum[t][h];
+          float* oh = out + t * out_stride + (h0 + h) * d;
+          for (int64_t i = 0; i < d; ++i) oh[i] *= inv;
+        }
       }
     }
   }
+}
+
+// paged_attention_token's contract: a tile of one token.
+void attention_token_impl(const float* q, const AttentionShape& shape, const KvLayerView& kv,
+                          const int32_t* block_table, int64_t n_context, float* out) {
+  attention_tile_impl(q, 0, 1, &n_context, shape, kv, block_table, out, 0);
 }
 
 }  // namespace
