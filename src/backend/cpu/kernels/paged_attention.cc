@@ -25,7 +25,8 @@ const AttentionKernels* attention_kernels_for(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kScalar: return &scalar_attention_kernels();
     case CpuIsa::kAvx2: return avx2_attention_kernels();
-    default: return nullptr;  // AVX-512 slots: no path yet
+    case CpuIsa::kAvx512: return avx512_attention_kernels();
+    default: return nullptr;  // the VNNI and BF16 levels run the kAvx512 table
   }
 }
 

@@ -16,7 +16,8 @@
 // (same operations in the same order per output value), so batching never changes results.
 //
 // paged_attention_token runs the path of active_cpu_isa() (AttentionKernels): scalar in
-// paged_attention.cc, AVX2 + FMA + F16C in paged_attention_avx2.cc, both compiled from
+// paged_attention.cc, AVX2 + FMA + F16C in paged_attention_avx2.cc, AVX-512 F/BW/VL in
+// paged_attention_avx512.cc (also the avx512_vnni and avx512_bf16 levels), all compiled from
 // paged_attention_impl.h. kv_store is generic (formats/ encoders).
 #pragma once
 
@@ -82,5 +83,7 @@ const AttentionKernels& active_attention_kernels();
 // be called after cpu_has_isa(CpuIsa::kAvx2).
 const AttentionKernels& scalar_attention_kernels();
 const AttentionKernels* avx2_attention_kernels();
+// nullptr without an AVX-512 build path; only after cpu_has_isa(CpuIsa::kAvx512).
+const AttentionKernels* avx512_attention_kernels();
 
 }  // namespace qs::kernels

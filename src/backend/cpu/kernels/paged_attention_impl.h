@@ -15,6 +15,11 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #endif
+// The AVX-512 path (paged_attention_avx512.cc: AVX-512 F/BW/VL besides AVX2) widens the loops
+// below to 16 floats and keeps the AVX2 loops for the remainders.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define QS_ATTENTION_AVX512 1
+#endif
 
 namespace qs::kernels {
 namespace {
@@ -31,6 +36,11 @@ inline const float* load_row(DType type, const uint8_t* layer_base, size_t offse
     case DType::F16: {
       const auto* h = reinterpret_cast<const uint16_t*>(src);
       int64_t i = 0;
+#if defined(QS_ATTENTION_AVX512)
+      for (; i + 16 <= head_dim; i += 16) {
+        _mm512_storeu_ps(tmp + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
+      }
+#endif
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
       for (; i + 8 <= head_dim; i += 8) {
         _mm256_storeu_ps(tmp + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
@@ -91,6 +101,32 @@ inline void exp_nonpositive(const float* x, int n, float* out) {
 inline void scale_add_rows(float* acc, float corr, const float* w, const float* const* v, int rows,
                            int64_t n, int64_t begin = 0) {
   int64_t i = begin;
+#if defined(QS_ATTENTION_AVX512)
+  const __m512 cz = _mm512_set1_ps(corr);
+  for (; i + 64 <= n; i += 64) {
+    __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(acc + i), cz);
+    __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(acc + i + 16), cz);
+    __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(acc + i + 32), cz);
+    __m512 a3 = _mm512_mul_ps(_mm512_loadu_ps(acc + i + 48), cz);
+    for (int j = 0; j < rows; ++j) {
+      const __m512 wj = _mm512_set1_ps(w[j]);
+      const float* vj = v[j] + i;
+      a0 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj), a0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj + 16), a1);
+      a2 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj + 32), a2);
+      a3 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj + 48), a3);
+    }
+    _mm512_storeu_ps(acc + i, a0);
+    _mm512_storeu_ps(acc + i + 16, a1);
+    _mm512_storeu_ps(acc + i + 32, a2);
+    _mm512_storeu_ps(acc + i + 48, a3);
+  }
+  for (; i + 16 <= n; i += 16) {
+    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(acc + i), cz);
+    for (int j = 0; j < rows; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), _mm512_loadu_ps(v[j] + i), a);
+    _mm512_storeu_ps(acc + i, a);
+  }
+#endif
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
   const __m256 c = _mm256_set1_ps(corr);
   for (; i + 32 <= n; i += 32) {
@@ -124,6 +160,44 @@ inline void scale_add_rows(float* acc, float corr, const float* w, const float* 
   }
 }
 
+// max(s[0], .., s[rows - 1]) of one block's score slots (rows 1..16).
+inline float max_of_scores(const float* s, int rows) {
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  if (rows == kKvBlockSize) {
+    __m256 m = _mm256_max_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(s + 8));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+  }
+#endif
+  float m = s[0];
+  for (int j = 1; j < rows; ++j) m = std::max(m, s[j]);
+  return m;
+}
+
+// s[j] = exp(s[j] - max) for j < rows, s[j] = 0 for rows <= j < 16; returns the sum of the 16 slots.
+inline float exp_scores(float* s, int rows, float max) {
+  for (int j = rows; j < kKvBlockSize; ++j) s[j] = max;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  const __m256 m = _mm256_set1_ps(max);
+  _mm256_storeu_ps(s, _mm256_sub_ps(_mm256_loadu_ps(s), m));
+  _mm256_storeu_ps(s + 8, _mm256_sub_ps(_mm256_loadu_ps(s + 8), m));
+#else
+  for (int j = 0; j < kKvBlockSize; ++j) s[j] -= max;
+#endif
+  exp_nonpositive(s, kKvBlockSize, s);
+  for (int j = rows; j < kKvBlockSize; ++j) s[j] = 0.0f;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  const __m256 v = _mm256_add_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(s + 8));
+  return hsum8(v);
+#else
+  float sum = 0.0f;
+  for (int j = 0; j < kKvBlockSize; ++j) sum += s[j];
+  return sum;
+#endif
+}
+
 // out[2 h + j] = sum_i q[h][i] * k[j][i] for 4 query rows and 2 key rows of length n (the scores of
 // 4 heads against 2 keys). On AVX2 each (h, j) has one 8-lane accumulator over i (lane l sums
 // i = l mod 8), reduced as ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)), then the i >= 8 floor(n/8) tail
@@ -134,6 +208,33 @@ inline void scores_4x2(const float* const q[4], const float* k0, const float* k1
   __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps();
   __m256 a11 = _mm256_setzero_ps(), a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps();
   __m256 a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+#if defined(QS_ATTENTION_AVX512)
+  if (n >= 16) {  // 16 lanes, folded into the 8-lane accumulators (lane l + lane l + 8)
+    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps();
+    __m512 z11 = _mm512_setzero_ps(), z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps();
+    __m512 z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+      const __m512 kv0 = _mm512_loadu_ps(k0 + i), kv1 = _mm512_loadu_ps(k1 + i);
+      __m512 qv = _mm512_loadu_ps(q[0] + i);
+      z00 = _mm512_fmadd_ps(qv, kv0, z00);
+      z01 = _mm512_fmadd_ps(qv, kv1, z01);
+      qv = _mm512_loadu_ps(q[1] + i);
+      z10 = _mm512_fmadd_ps(qv, kv0, z10);
+      z11 = _mm512_fmadd_ps(qv, kv1, z11);
+      qv = _mm512_loadu_ps(q[2] + i);
+      z20 = _mm512_fmadd_ps(qv, kv0, z20);
+      z21 = _mm512_fmadd_ps(qv, kv1, z21);
+      qv = _mm512_loadu_ps(q[3] + i);
+      z30 = _mm512_fmadd_ps(qv, kv0, z30);
+      z31 = _mm512_fmadd_ps(qv, kv1, z31);
+    }
+    const auto fold = [](__m512 z) {
+      return _mm256_add_ps(_mm512_castps512_ps256(z), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1)));
+    };
+    a00 = fold(z00), a01 = fold(z01), a10 = fold(z10), a11 = fold(z11);
+    a20 = fold(z20), a21 = fold(z21), a30 = fold(z30), a31 = fold(z31);
+  }
+#endif
   for (; i + 8 <= n; i += 8) {
     const __m256 kv0 = _mm256_loadu_ps(k0 + i), kv1 = _mm256_loadu_ps(k1 + i);
     __m256 qv = _mm256_loadu_ps(q[0] + i);
@@ -171,7 +272,28 @@ inline void scores_4x2(const float* const q[4], const float* k0, const float* k1
 inline void scale_add_rows_x4(float* const acc[4], const float corr[4], const float* const w[4],
                               const float* const* v, int rows, int64_t n) {
   int64_t i = 0;
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(QS_ATTENTION_AVX512)
+  for (; i + 32 <= n; i += 32) {
+    __m512 a[4][2];
+    for (int h = 0; h < 4; ++h) {
+      const __m512 c = _mm512_set1_ps(corr[h]);
+      a[h][0] = _mm512_mul_ps(_mm512_loadu_ps(acc[h] + i), c);
+      a[h][1] = _mm512_mul_ps(_mm512_loadu_ps(acc[h] + i + 16), c);
+    }
+    for (int j = 0; j < rows; ++j) {
+      const __m512 v0 = _mm512_loadu_ps(v[j] + i), v1 = _mm512_loadu_ps(v[j] + i + 16);
+      for (int h = 0; h < 4; ++h) {
+        const __m512 wj = _mm512_set1_ps(w[h][j]);
+        a[h][0] = _mm512_fmadd_ps(wj, v0, a[h][0]);
+        a[h][1] = _mm512_fmadd_ps(wj, v1, a[h][1]);
+      }
+    }
+    for (int h = 0; h < 4; ++h) {
+      _mm512_storeu_ps(acc[h] + i, a[h][0]);
+      _mm512_storeu_ps(acc[h] + i + 16, a[h][1]);
+    }
+  }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
   for (; i + 16 <= n; i += 16) {
     __m256 a[4][2];
     for (int h = 0; h < 4; ++h) {
@@ -261,16 +383,21 @@ void attention_tile_impl(const float* q, int64_t q_stride, int n_q, const int64_
               }
             }
           }
+          // Online softmax (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022) over the
+          // block's 16 score slots (slots past rows_t weigh 0): the heads' rescale factors
+          // exp(old_max - new_max) are computed together, one vector exp for up to 8 heads.
+          alignas(32) float max_step[kHeadsPerPass] = {}, rescale[kHeadsPerPass], block_sum[kHeadsPerPass];
           for (int h = 0; h < nh; ++h) {
-            float block_max = running_max[t][h];
-            for (int j = 0; j < rows_t; ++j) block_max = std::max(block_max, s[t][h][j]);
-            correction[t][h] = running_max[t][h] == -INFINITY ? 0.0f : std::exp(running_max[t][h] - block_max);
+            float* sh = s[t][h];
+            const float block_max = std::max(running_max[t][h], max_of_scores(sh, rows_t));
+            max_step[h] = running_max[t][h] == -INFINITY ? 0.0f : running_max[t][h] - block_max;
             running_max[t][h] = block_max;
-            for (int j = 0; j < rows_t; ++j) s[t][h][j] -= block_max;
-            exp_nonpositive(s[t][h], rows_t, s[t][h]);
-            float block_sum = 0.0f;
-            for (int j = 0; j < rows_t; ++j) block_sum += s[t][h][j];
-            running_sum[t][h] = running_sum[t][h] * correction[t][h] + block_sum;
+            block_sum[h] = exp_scores(sh, rows_t, block_max);
+          }
+          exp_nonpositive(max_step, kHeadsPerPass, rescale);
+          for (int h = 0; h < nh; ++h) {
+            correction[t][h] = rescale[h];  // 1 at the first block, where the sum and output are 0
+            running_sum[t][h] = running_sum[t][h] * correction[t][h] + block_sum[h];
           }
         }
         for (int j = 0; j < rows; ++j) {
