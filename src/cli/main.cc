@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   add("logits", "Write the logits of every position of a token sequence (f32, for testing)",
       qs::cli::register_logits);
   add("loadtest", "Benchmark an OpenAI-compatible server (TTFT, ITL, throughput)", qs::cli::register_loadtest);
-  add("quantize", "Write a GGUF with quantized weights (q8_0, q4_0, q4_k_m, q5_k_m, q6_k, bf16, f16)",
+  add("quantize", "Write a GGUF with quantized weights (q8_0, q4_0, q4_k_m, q5_k_m, q6_k, bf16, f16, f32)",
       qs::cli::register_quantize);
   add("bench", "Measure prefill (ppN) and decode (tgN) tokens/s, like llama-bench",
       qs::cli::register_bench);

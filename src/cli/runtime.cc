@@ -93,6 +93,16 @@ RuntimeModel load_runtime_model(const RuntimeOptions& options) {
   return out;
 }
 
+int64_t context_tokens(const RuntimeOptions& options, const ModelConfig& config) {
+  const int64_t trained = std::max<int64_t>(config.max_position_embeddings, 1);
+  if (options.ctx_size > trained) {
+    std::fprintf(stderr, "qwenserve: warning: --ctx-size %lld exceeds the model's max_position_embeddings %lld; "
+                 "using %lld\n", static_cast<long long>(options.ctx_size), static_cast<long long>(trained),
+                 static_cast<long long>(trained));
+  }
+  return std::min<int64_t>(options.ctx_size, trained);
+}
+
 Runtime make_runtime(const RuntimeOptions& options) {
   Runtime rt;
   const BackendOptions backend_options = options.backend_options();
@@ -102,8 +112,7 @@ Runtime make_runtime(const RuntimeOptions& options) {
   rt.model = std::move(loaded.model);
   rt.quantized = std::move(loaded.quantized);
   const ModelConfig& config = rt.model->config;
-  const int64_t ctx = std::min<int64_t>(options.ctx_size, std::max<int64_t>(
-                                                              config.max_position_embeddings, 1));
+  const int64_t ctx = context_tokens(options, config);
   rt.ctx_tokens = ctx;
   rt.backend->prepare(config, rt.model->weights, BackendLimits{std::min(options.batch_size, ctx), ctx, 1});
   rt.backend->allocate_kv(kv_blocks_for_context(ctx), parse_kv_dtype(options.kv_cache_type));

@@ -47,6 +47,11 @@ struct RuntimeModel {
 /// memory per --quantize (threads: options.threads). Throws qs::Error.
 RuntimeModel load_runtime_model(const RuntimeOptions& options);
 
+/// The context length in tokens: --ctx-size, capped at the model's max_position_embeddings (at
+/// least 1). A cap prints one warning line on stderr naming both values (llama.cpp warns too;
+/// positions past the trained length would give meaningless RoPE angles).
+int64_t context_tokens(const RuntimeOptions& options, const ModelConfig& config);
+
 struct Runtime {
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<QuantizedWeights> quantized;  // set with --quantize; model->weights point here

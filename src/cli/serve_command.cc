@@ -190,7 +190,7 @@ int run_serve(ServeOptions opt) {
     const ModelConfig& config = model->config;
     const auto tokenizer = load_tokenizer(*model);
     const ChatTemplate chat_template = load_chat_template(opt, model->chat_template);
-    const int64_t ctx = std::min<int64_t>(opt.runtime.ctx_size, config.max_position_embeddings);
+    const int64_t ctx = context_tokens(opt.runtime, config);
     const KvDType kv_dtype = parse_kv_dtype(opt.runtime.kv_cache_type);
     stage = "starting the compute threads";
     // Compute threads run below the HTTP threads (see lower_thread_priority): the engine thread
@@ -336,6 +336,7 @@ Command register_serve(CLI::App& app) {
                  "(lower only when a chunk this size would exceed --slo-itl-ms)")
       ->check(kPositive)->capture_default_str();
   opt->batch_size_option = app.get_option("--batch-size");
+  opt->batch_size_option->description("Old name of --max-batched-tokens (used when that is not given)");
   app.add_option("--kv-cache-memory", opt->kv_cache_memory,
                  "KV cache size in bytes, e.g. 2GiB, 512MiB, 4GB (default: 1/4 of available memory, "
                  "capped at --max-num-seqs full contexts)");

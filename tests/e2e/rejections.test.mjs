@@ -7,7 +7,7 @@
 // Env: see server_harness.mjs (QS_BIN, QS_WORK_DIR, QS_TOKENIZER_DIR).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -91,6 +91,24 @@ test('--kv-cache-memory 999TiB: rejected naming the option and both sizes, exit 
   assertStartupError(res, /^error: --kv-cache-memory 999\.0 TiB .*physical memory/m);
   assert.ok(res.stderr.includes(budget), `names the budget in bytes (${budget}): ${res.stderr}`);
   assert.ok(res.stderr.includes(String(os.totalmem())), `names physical memory ${os.totalmem()} bytes: ${res.stderr}`);
+});
+
+test('--ctx-size above the model\'s max_position_embeddings: one warning naming both, then the cap', async () => {
+  const model = await makeTinyModel();
+  const info = spawnSync(QS_BIN, ['info', '--model', model, '--json'], { encoding: 'utf8' });
+  assert.equal(info.status, 0, info.stderr);
+  const trained = JSON.parse(info.stdout).config.max_position_embeddings;
+  const run = spawnSync(QS_BIN, ['generate', '--model', model, '--prompt', 'hi', '-n', '1', '--threads', '1',
+    '--ctx-size', '100000000'], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(run.status, 0, run.stderr);
+  const warnings = run.stderr.split('\n').filter((line) => line.includes('warning: --ctx-size'));
+  assert.equal(warnings.length, 1, run.stderr);
+  assert.ok(warnings[0].includes('100000000') && warnings[0].includes(`max_position_embeddings ${trained}`) &&
+            warnings[0].endsWith(`using ${trained}`), warnings[0]);
+  const within = spawnSync(QS_BIN, ['generate', '--model', model, '--prompt', 'hi', '-n', '1', '--threads', '1',
+    '--ctx-size', String(trained)], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(within.status, 0, within.stderr);
+  assert.doesNotMatch(within.stderr, /warning: --ctx-size/);
 });
 
 test('HTTP worker threads that cannot be created: exit 1 with a message, not an abort or a hang', async (t) => {
