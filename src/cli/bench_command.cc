@@ -13,7 +13,8 @@
 // mean and the sample standard deviation (n - 1) of the per-run tokens/s. model_bytes is the sum of
 // the weight tensors' bytes (llama-bench's "size"); for tg tests `weights_gb_per_s` = model_bytes *
 // tokens/s / 1e9, the weight read rate a decode step needs (compare with the read bandwidth from
-// qwenserve_microbench). --spec-verify / --spec-repeat add the speculative-decoding tests of
+// qwenserve_microbench); for pp tests `gflop_per_s` = prompt_flops(N) * tokens/s / N / 1e9 (see
+// prompt_flops). --spec-verify / --spec-repeat add the speculative-decoding tests of
 // cli/bench_spec.h after the pp and tg tests.
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,7 @@
 
 #include "cli/number_validators.h"
 #include "cli/commands.h"
+#include "cli/bench_flops.h"
 #include "cli/bench_spec.h"
 #include "cli/runtime.h"
 #include "cli/spec_flags.h"
@@ -149,19 +151,27 @@ struct ModelInfo {
   std::string weight_type;
   size_t model_bytes = 0;
   int threads = 0;
+  const ModelConfig* config = nullptr;  // for the pp tests' GFLOP/s
 };
 
+
 void print_header() {
-  std::printf("| %-40s | %-8s | %10s | %7s | %8s | %20s | %12s |\n", "model", "type", "size",
-              "threads", "test", "t/s", "weights GB/s");
-  std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(40, '-').c_str(),
+  std::printf("| %-40s | %-8s | %10s | %7s | %8s | %20s | %12s | %8s |\n", "model", "type", "size",
+              "threads", "test", "t/s", "weights GB/s", "GFLOP/s");
+  std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", std::string(40, '-').c_str(),
               std::string(8, '-').c_str(), std::string(10, '-').c_str(), std::string(7, '-').c_str(),
-              std::string(8, '-').c_str(), std::string(20, '-').c_str(), std::string(12, '-').c_str());
+              std::string(8, '-').c_str(), std::string(20, '-').c_str(), std::string(12, '-').c_str(),
+              std::string(8, '-').c_str());
 }
 
 // One table row or JSON line, printed as soon as the test finishes (as llama-bench does).
-void print_result(const TestResult& r, bool decode, const ModelInfo& m, int repetitions, bool json) {
+// prompt_tokens > 0: a ppN test (N tokens), which gets its GFLOP/s.
+void print_result(const TestResult& r, bool decode, const ModelInfo& m, int repetitions, bool json,
+                  int64_t prompt_tokens = 0) {
   const double gbps = static_cast<double>(m.model_bytes) * r.mean / 1e9;
+  const double gflops = prompt_tokens > 0 && m.config != nullptr
+                            ? prompt_flops(*m.config, prompt_tokens) * r.mean / static_cast<double>(prompt_tokens) / 1e9
+                            : 0.0;
   if (json) {
     nlohmann::ordered_json j = {{"test", r.name},
                                 {"tokens_per_second", r.mean},
@@ -173,16 +183,18 @@ void print_result(const TestResult& r, bool decode, const ModelInfo& m, int repe
                                 {"samples_ts", r.samples},
                                 {"model", m.path}};
     if (decode) j["weights_gb_per_s"] = gbps;
+    if (gflops > 0) j["gflop_per_s"] = gflops;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    char ts[64], size[32], rate[32] = "";
+    char ts[64], size[32], rate[32] = "", flop_rate[32] = "";
     std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean, r.stddev);
     std::snprintf(size, sizeof size, "%.2f GiB", static_cast<double>(m.model_bytes) / (1u << 30));
     if (decode) std::snprintf(rate, sizeof rate, "%.2f", gbps);
+    if (gflops > 0) std::snprintf(flop_rate, sizeof flop_rate, "%.1f", gflops);
     std::string model = m.path;
     if (model.size() > 40) model = "..." + model.substr(model.size() - 37);
-    std::printf("| %-40s | %-8s | %10s | %7d | %8s | %21s | %12s |\n", model.c_str(),
-                m.weight_type.c_str(), size, m.threads, r.name.c_str(), ts, rate);
+    std::printf("| %-40s | %-8s | %10s | %7d | %8s | %21s | %12s | %8s |\n", model.c_str(),
+                m.weight_type.c_str(), size, m.threads, r.name.c_str(), ts, rate, flop_rate);
   }
   std::fflush(stdout);
 }
@@ -286,7 +298,7 @@ int run_bench(BenchOptions& opt) {
                 " tokens) is shorter than the longest test");
   }
   const ModelInfo info{opt.runtime.model_path, describe_weight_type(*rt.model, rt.quantized.get()),
-                       model_weight_bytes(rt.model->weights), rt.threads};
+                       model_weight_bytes(rt.model->weights), rt.threads, &rt.model->config};
   double prefill_rate = 0;  // the longest pp test's, for the verify-cost bound
   {
     Bench bench(rt, opt.tg_prompt_tokens);
@@ -294,7 +306,7 @@ int run_bench(BenchOptions& opt) {
     for (int64_t n : prompts) {
       const TestResult r = measure("pp" + std::to_string(n), n, opt.repetitions,
                                    [&] { return bench.run_prompt(n); });
-      print_result(r, false, info, opt.repetitions, opt.json);
+      print_result(r, false, info, opt.repetitions, opt.json, n);
       if (n == max_p) prefill_rate = r.mean;
     }
     for (int64_t n : gens) {
