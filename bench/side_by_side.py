@@ -76,7 +76,7 @@ def peer_run(binary, model, args):
 
 def read_probe_gbps(microbench, threads):
     """Read bandwidth in GB/s with `threads` threads (qwenserve_microbench ReadBandwidth)."""
-    out = run([microbench, f"--benchmark_filter=^ReadBandwidth/threads:{threads}$",
+    out = run([microbench, f"--benchmark_filter=^ReadBandwidth/threads:{threads}(/real_time)?$",
                "--benchmark_format=json", "--benchmark_min_time=0.5"])
     benchmarks = json.loads(out)["benchmarks"]
     return max(float(b["GB_per_s"]) for b in benchmarks)
