@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "io/ordered_json_parser.h"
 #include "server/api_error.h"
 #include "tokenizer/utf8.h"
 
@@ -256,16 +257,11 @@ json parse_messages(const json& body) {
 }  // namespace
 
 json parse_json_limited(std::string_view body) {
-  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth) {
-      throw ApiError(400, "JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
-                     "invalid_request_error", "json_too_deep");
-    }
-    return true;
-  };
   try {
-    return json::parse(body, limit_depth);
+    return parse_ordered_json(body, kMaxJsonDepth);  // linear in the body's size
+  } catch (const JsonTooDeep&) {
+    throw ApiError(400, "JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
+                   "invalid_request_error", "json_too_deep");
   } catch (const json::exception& e) {
     // The parser's message quotes the bytes it last read, which may be invalid UTF-8 (a message
     // that would not serialise as JSON): ill-formed sequences become U+FFFD.
