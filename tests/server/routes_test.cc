@@ -282,5 +282,31 @@ TEST(Routes, UnroutedRequestsGetAnOpenAiErrorOrAStaticFile) {
   EXPECT_EQ(large->code(), "request_too_large");
 }
 
+// httplib parses a multipart/form-data body before routing and answered a JSON body sent with
+// that type with a bare 400 "HTTP error 400", code null. The routes take application/json only,
+// so the answer is 415 Unsupported Media Type (RFC 9110 section 15.5.16), code unsupported_media_type.
+TEST(Routes, UnparsableMultipartBodyIs415LikeAnyOtherNonJsonType) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.set_header("Content-Type", "multipart/form-data; boundary=x");
+  httplib::Response res;
+  res.status = 400;  // what httplib sets when the multipart body does not parse
+  const std::optional<ApiError> error = fallback_reply(req, res, nullptr, 100);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->status(), 415);
+  EXPECT_EQ(res.status, 415);
+  EXPECT_EQ(error->code(), "unsupported_media_type");
+  // Any other 400 httplib gives stays a 400.
+  httplib::Request plain;
+  plain.method = "POST";
+  plain.path = "/v1/chat/completions";
+  httplib::Response bad;
+  bad.status = 400;
+  const std::optional<ApiError> other = fallback_reply(plain, bad, nullptr, 100);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status(), 400);
+}
+
 }  // namespace
 }  // namespace qs

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "server/routes/http_reply.h"
+
 namespace qs {
 
 std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Response& res,
@@ -11,6 +13,14 @@ std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Res
       res.status = 200;
       res.set_content(std::string(file->body), std::string(file->content_type));
       return std::nullopt;
+    }
+  }
+  // httplib reads a multipart/form-data body itself before routing and answers 400 when it cannot
+  // parse it (e.g. JSON sent with that type): what the route would have answered is 415.
+  if (res.status == 400 && req.is_multipart_form_data()) {
+    if (std::optional<ApiError> unsupported = json_content_type_error(req)) {
+      res.status = 415;
+      return unsupported;
     }
   }
   const std::string message = res.status == 413   ? "request body exceeds " + std::to_string(max_body_bytes) + " bytes"
