@@ -6,6 +6,7 @@
 
 #include "io/ordered_json_parser.h"
 #include "server/api_error.h"
+#include "server/chat_tools.h"
 #include "tokenizer/utf8.h"
 
 namespace qs {
@@ -278,7 +279,7 @@ ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
   r.fields.top_logprobs = static_cast<int32_t>(integer_in(body, "top_logprobs", 0, 20).value_or(0));
   r.messages = parse_messages(body);
   if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) throw invalid_param("tools", "tools must be an array");
+    validate_chat_tools(*tools);  // always: the chat template prints every tool into the prompt
     r.tools = *tools;
   }
   if (const json* choice = field(body, "tool_choice")) r.tool_choice = *choice;

@@ -223,6 +223,38 @@ TEST(OpenAiRequest, MessagesAreValidatedAsTheChatTemplateNeedsThem) {
   EXPECT_EQ(ok.messages[6]["tool_calls"][0]["function"]["arguments"], ojson::object());
 }
 
+// OpenAI's ChatCompletionTool: {"type": "function", "function": {"name": string, "description"?:
+// string, "parameters"?: JSON Schema object, "strict"?: boolean}}. Checked with no tool_choice
+// (auto): the template prints every tool into the prompt, so junk must not get that far.
+TEST(OpenAiRequest, ToolsAreValidatedWithoutAForcedToolChoice) {
+  const ojson fn = {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}};
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"tools", {{{"type", "function"}, {"function", fn}}}}}), kVocab));
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"tools", {{{"function", {{"name", "f"}}}}}}}), kVocab))
+      << "type absent: function (vLLM's default); parameters optional";
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"tools", ojson::array()}}), kVocab));
+  const std::vector<std::pair<ojson, std::string>> cases = {
+      {ojson::array({1}), "tools[0]"},
+      {ojson::array({"f"}), "tools[0]"},
+      {ojson::array({{{"type", "function"}}}), "tools[0].function"},
+      {ojson::array({{{"type", "function"}, {"function", "f"}}}), "tools[0].function"},
+      {ojson::array({{{"type", "retrieval"}, {"function", fn}}}), "tools[0].type"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", 5}}}}}), "tools[0].function.name"},
+      {ojson::array({{{"type", "function"}, {"function", {{"description", "no name"}}}}}), "tools[0].function.name"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", ""}}}}}), "tools[0].function.name"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}}),
+       "tools[0].function.parameters"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"description", 1}}}}}),
+       "tools[0].function.description"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"strict", "yes"}}}}}),
+       "tools[0].function.strict"},
+      {ojson::array({{{"type", "function"}, {"function", fn}}, 7}), "tools[1]"},
+  };
+  for (const auto& [tools, param] : cases) {
+    expect_rejected(chat_body({{"tools", tools}}), param);
+    expect_rejected(chat_body({{"tools", tools}, {"tool_choice", "auto"}}), param);
+  }
+}
+
 TEST(OpenAiRequest, ToolsIsAnArrayAndChatTemplateKwargsAnObject) {
   expect_rejected(chat_body({{"tools", {{"type", "function"}}}}), "tools");
   expect_rejected(chat_body({{"chat_template_kwargs", "x"}}), "chat_template_kwargs");
