@@ -1,5 +1,5 @@
 // `qwenserve info`: what a model file holds: config, tensors by type, parameter count, file
-// size, tokenizer and chat template presence.
+// size, tokenizer and chat template presence. A tokenizer present but unusable is an error.
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -8,6 +8,7 @@
 #include "backend/factory/backend_factory.h"
 #include "cli/commands.h"
 #include "model/model_loader.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qs::cli {
 namespace {
@@ -34,6 +35,10 @@ nlohmann::json config_json(const ModelConfig& c) {
 
 int run_info(const InfoOptions& opt) {
   const auto model = load_model(opt.model_path);
+  // The tokenizer is built as serve, generate and tokenize build it, so metadata they refuse
+  // (a merge of tokens missing from the vocabulary, an unsupported tokenizer model, an invalid
+  // tokenizer.json, ...) fails here too: qs::Error naming the file, exit code 1.
+  if (model->has_tokenizer()) load_tokenizer(*model);
   std::map<std::string, int64_t> tensors_by_type;
   int64_t n_params = 0;
   auto count = [&](const TensorView& t) {

@@ -7,6 +7,7 @@
 #include "constrained/json_schema_grammar.h"
 #include "constrained/regex_grammar.h"
 #include "core/error.h"
+#include "io/ordered_json_parser.h"
 
 namespace qs::constrained {
 
@@ -37,7 +38,7 @@ void check_json_depth(const nlohmann::ordered_json& doc, int max_schema_depth) {
 int32_t add_tool_calls(GrammarBuilder& b, const std::string& text, const CompileLimits& limits) {
   nlohmann::ordered_json spec;
   try {
-    spec = nlohmann::ordered_json::parse(text);
+    spec = parse_ordered_json(text);  // linear in the text (a schema may list many properties)
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("tool_calls: not valid JSON: ") + e.what());
   }
@@ -82,7 +83,7 @@ Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& l
     case GrammarKind::kJsonSchema: {
       nlohmann::ordered_json schema;
       try {
-        schema = nlohmann::ordered_json::parse(source.text);
+        schema = parse_ordered_json(source.text);
       } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("json_schema is not valid JSON: ") + e.what());
       }

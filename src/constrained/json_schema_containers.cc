@@ -129,8 +129,9 @@ Symbol SchemaCompiler::object(const ojson& s, const std::string& path, int depth
       props.push_back({k, value(v, path + "/properties/" + k, depth + 1), required.count(k) != 0});
     }
   }
+  const std::set<std::string> listed(names.begin(), names.end());  // a lookup per required name: O(log n)
   for (const auto& r : required) {
-    if (std::find(names.begin(), names.end(), r) != names.end()) continue;
+    if (listed.count(r) != 0) continue;
     if (!addl_allowed) fail(path, "required property '" + r + "' is forbidden by 'additionalProperties': false");
     props.push_back({r, additional_value(), true});
     names.push_back(r);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -17,6 +20,41 @@ bool is_schema_annotation(const std::string& k) {
 }
 
 namespace {
+
+// An object's members as the vector ordered_map derives from: appending a key known to be new
+// and indexing by position skip ordered_map's linear scan for the key (which made merging
+// objects of N properties cost O(N^2)).
+using Members = ojson::object_t::Container;
+Members& members_of(ojson& object) { return object.get_ref<ojson::object_t&>(); }
+
+// Unites property maps: a property in both becomes {"allOf": [theirs, ours]} unless equal.
+void merge_properties(ojson& cur, const ojson& add) {
+  Members& members = members_of(cur);
+  std::unordered_map<std::string, size_t> position;
+  for (size_t i = 0; i < members.size(); ++i) position.emplace(members[i].first, i);
+  for (const auto& [pk, pv] : add.items()) {
+    if (auto it = position.find(pk); it != position.end()) {
+      ojson& existing = members[it->second].second;
+      if (existing != pv) existing = ojson{{"allOf", ojson::array({existing, pv})}};
+    } else {
+      position.emplace(pk, members.size());
+      members.emplace_back(pk, pv);
+    }
+  }
+}
+
+// Appends the entries of `add` missing from the array `cur`, in order.
+void unite_required(ojson& cur, const ojson& add) {
+  std::unordered_set<std::string> present;
+  for (const auto& r : cur) {
+    if (r.is_string()) present.insert(r.get<std::string>());
+  }
+  for (const auto& r : add) {
+    if (r.is_string() ? present.insert(r.get<std::string>()).second : std::find(cur.begin(), cur.end(), r) == cur.end()) {
+      cur.push_back(r);
+    }
+  }
+}
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error("json_schema: allOf: " + what + " at " + path);
@@ -57,14 +95,9 @@ void merge_into(ojson& a, const ojson& b, const std::string& path) {
     }
     ojson& cur = a[k];
     if (k == "properties" && cur.is_object() && v.is_object()) {
-      for (const auto& [pk, pv] : v.items()) {
-        if (cur.contains(pk) && cur[pk] != pv) cur[pk] = ojson{{"allOf", ojson::array({cur[pk], pv})}};
-        else cur[pk] = pv;
-      }
+      merge_properties(cur, v);
     } else if (k == "required" && cur.is_array() && v.is_array()) {
-      for (const auto& r : v) {
-        if (std::find(cur.begin(), cur.end(), r) == cur.end()) cur.push_back(r);
-      }
+      unite_required(cur, v);
     } else if (k == "type") {
       cur = intersect_types(cur, v, path);
     } else if (kLower.count(k) && cur.is_number() && v.is_number()) {
@@ -97,15 +130,22 @@ ojson merge_schemas(const std::vector<ojson>& members, const std::string& path) 
       continue;
     }
     if (!merged.contains("properties")) continue;
-    const ojson own = m.contains("properties") ? m["properties"] : ojson::object();
+    std::unordered_set<std::string> own, required;
+    if (m.contains("properties") && m["properties"].is_object()) {
+      for (const auto& [pk, pv] : m["properties"].items()) own.insert(pk);
+    }
+    if (merged.contains("required") && merged["required"].is_array()) {
+      for (const auto& r : merged["required"]) {
+        if (r.is_string()) required.insert(r.get<std::string>());
+      }
+    }
     ojson kept = ojson::object();
     for (const auto& [pk, pv] : merged["properties"].items()) {
-      if (own.contains(pk)) {
-        kept[pk] = pv;
+      if (own.count(pk) != 0) {
+        members_of(kept).emplace_back(pk, pv);  // keys of one object: distinct
         continue;
       }
-      const ojson& req = merged.contains("required") ? merged["required"] : ojson::array();
-      if (std::find(req.begin(), req.end(), ojson(pk)) != req.end()) {
+      if (required.count(pk) != 0) {
         fail(path, "property '" + pk + "' is required but a member has additionalProperties: false");
       }
     }

@@ -39,15 +39,23 @@ Value convert_json(const Json& json, int depth = 0) {
       return Value::array(std::move(items));
     }
     case nlohmann::json::value_t::object: {
-      std::vector<std::pair<unsigned long long, const std::string*>> indices;
+      // A JSON object's keys are distinct, so members are appended without a lookup each (which
+      // made an object of N members cost O(N^2)).
+      struct Indexed {
+        unsigned long long index;
+        const std::string* key;
+        const Json* value;
+        bool operator<(const Indexed& o) const { return index < o.index; }
+      };
+      std::vector<Indexed> indices;
       for (const auto& [key, value] : json.items()) {
-        if (is_array_index(key)) indices.emplace_back(std::stoull(key), &key);
+        if (is_array_index(key)) indices.push_back({std::stoull(key), &key, &value});
       }
       std::sort(indices.begin(), indices.end());
       Object fields;
-      for (const auto& [index, key] : indices) fields.set(*key, convert_json(json.at(*key), depth + 1));
+      for (const Indexed& m : indices) fields.append_new(*m.key, convert_json(*m.value, depth + 1));
       for (const auto& [key, value] : json.items()) {
-        if (!is_array_index(key)) fields.set(key, convert_json(value, depth + 1));
+        if (!is_array_index(key)) fields.append_new(key, convert_json(value, depth + 1));
       }
       return Value::object(std::move(fields));
     }
@@ -194,6 +202,8 @@ void Object::set(const std::string& key, Value value) {
   }
   entries_.emplace_back(key, std::move(value));
 }
+
+void Object::append_new(const std::string& key, Value value) { entries_.emplace_back(key, std::move(value)); }
 
 const Value* CallArgs::keyword_arg(std::string_view name) const {
   for (const auto& [key, value] : keyword) {

@@ -103,6 +103,9 @@ class Object {
  public:
   const Value* find(std::string_view key) const;
   void set(const std::string& key, Value value);
+  /// Appends `key`, which the caller knows is not present yet (not checked: set() scans the
+  /// entries for it, append_new() does not, so filling from a JSON object stays linear).
+  void append_new(const std::string& key, Value value);
   /// Drops every entry (the evaluator empties the namespaces a render assigned into, see
   /// Evaluator::render).
   void clear() { entries_.clear(); }

@@ -124,7 +124,7 @@ ojson chat_tool_choice(const ojson& choice) {
 }  // namespace
 
 AnthropicRequest translate_anthropic_request(const ojson& body) {
-  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  if (!body.is_object()) throw body_not_an_object(body.type_name());
   AnthropicRequest r;
   ojson& chat = r.chat_body;
   chat = ojson::object();

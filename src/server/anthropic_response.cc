@@ -67,7 +67,7 @@ json anthropic_body(const json& chat, const std::vector<std::string>& stop_seque
 json anthropic_error_json(const ApiError& error) {
   std::string type = "api_error";
   switch (error.status()) {
-    case 400: case 411: case 415: type = "invalid_request_error"; break;
+    case 400: case 405: case 411: case 415: type = "invalid_request_error"; break;
     case 401: type = "authentication_error"; break;
     case 403: type = "permission_error"; break;
     case 404: type = "not_found_error"; break;

@@ -49,4 +49,11 @@ inline ApiError invalid_param(const std::string& param, const std::string& messa
   return ApiError(400, message, param, "invalid_request_error", "invalid_value");
 }
 
+/// 400 invalid_request_error, code "invalid_body", for a body that is valid JSON but not the JSON
+/// object every route expects (`null`, `[]`, a number, ...); `type_name` is the JSON type it is.
+inline ApiError body_not_an_object(const std::string& type_name) {
+  return ApiError(400, "request body must be a JSON object, got " + type_name, "", "invalid_request_error",
+                  "invalid_body");
+}
+
 }  // namespace qs

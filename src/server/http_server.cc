@@ -151,7 +151,7 @@ void HttpServer::register_routes() {
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_deadline::body_received();
     if (!res.body.empty()) return;
-    if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes)) {
+    if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes, route_methods_)) {
       answer_error(req, res, *error);
     }
   });
@@ -175,20 +175,29 @@ void HttpServer::register_routes() {
 
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
-  s.Get("/health", [](Req, Res res) { handle_health(res); });
-  s.Get("/ready", [this](Req, Res res) { handle_ready(accepting_requests(), res); });
-  s.Get("/v1/models", [this](Req, Res res) { handle_list_models(options_, engine_.context_tokens(), res); });
-  s.Get(R"(/v1/models/(.+))", [this](Req req, Res res) {
+  // Every route is registered through these, so route_methods_ knows each path's methods (405).
+  auto get = [this, &s](const std::string& pattern, httplib::Server::Handler handler) {
+    route_methods_.add("GET", pattern);
+    s.Get(pattern, std::move(handler));
+  };
+  auto post = [this, &s](const std::string& pattern, httplib::Server::Handler handler) {
+    route_methods_.add("POST", pattern);
+    s.Post(pattern, std::move(handler));
+  };
+  get("/health", [](Req, Res res) { handle_health(res); });
+  get("/ready", [this](Req, Res res) { handle_ready(accepting_requests(), res); });
+  get("/v1/models", [this](Req, Res res) { handle_list_models(options_, engine_.context_tokens(), res); });
+  get(R"(/v1/models/(.+))", [this](Req req, Res res) {
     handle_retrieve_model(req.matches[1], options_, engine_.context_tokens(), res);
   });
-  s.Get("/metrics", [this](Req, Res res) { handle_metrics(engine_.stats(), metrics_, res); });
-  s.Get("/stats", [this](Req, Res res) { handle_stats(engine_.stats(), metrics_, res); });
-  s.Post("/v1/chat/completions", [this](Req req, Res res) { handle_chat_completions(*generation_, req, res); });
-  s.Post("/v1/completions", [this](Req req, Res res) { handle_completions(*generation_, req, res); });
-  s.Post("/v1/responses", [this](Req req, Res res) { handle_responses(*generation_, req, res); });
-  s.Post("/v1/messages", [this](Req req, Res res) { handle_messages(*generation_, req, res); });
-  s.Post("/tokenize", [this](Req req, Res res) { handle_tokenize(req, generation_->job_context, res); });
-  s.Post("/detokenize", [this](Req req, Res res) { handle_detokenize(req, tokenizer_, res); });
+  get("/metrics", [this](Req, Res res) { handle_metrics(engine_.stats(), metrics_, res); });
+  get("/stats", [this](Req, Res res) { handle_stats(engine_.stats(), metrics_, res); });
+  post("/v1/chat/completions", [this](Req req, Res res) { handle_chat_completions(*generation_, req, res); });
+  post("/v1/completions", [this](Req req, Res res) { handle_completions(*generation_, req, res); });
+  post("/v1/responses", [this](Req req, Res res) { handle_responses(*generation_, req, res); });
+  post("/v1/messages", [this](Req req, Res res) { handle_messages(*generation_, req, res); });
+  post("/tokenize", [this](Req req, Res res) { handle_tokenize(req, generation_->job_context, res); });
+  post("/detokenize", [this](Req req, Res res) { handle_detokenize(req, tokenizer_, res); });
 }
 
 }  // namespace qs

@@ -5,7 +5,8 @@
 // (generation_routes.h), GET /v1/models, GET /v1/models/{model} (model_routes.h), POST /tokenize,
 // POST /detokenize (tokenize_routes.h), GET /health, GET /ready (health_routes.h), GET /metrics,
 // GET /stats (metrics_routes.h), the header checks before routing (pre_routing.h) and static files
-// from set_static_files() for anything else (fallback_route.h). Errors use OpenAI's shape
+// from set_static_files() for anything else, 405 + Allow for a route's path with another method
+// (fallback_route.h). Errors use OpenAI's shape
 // {"error": {"message", "type", "param", "code"}}: 400 for an invalid body or Content-Length, 401
 // without the --api-key, 404 for an unknown route or model, 413 / 415 / 429 / 503 as documented in
 // the README. Every request answered with an error that did not reach the engine gets one log line
@@ -24,6 +25,7 @@
 #include "engine/engine.h"
 #include "metrics/server_metrics.h"
 #include "server/rejection_log.h"
+#include "server/routes/route_methods.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -116,6 +118,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<HttpWorkerPool> workers_;  // started by bind(), handed to httplib by listen()
   StaticFileLookup static_files_;
+  RouteMethods route_methods_;  // each route's methods, for 405 + Allow (filled by register_routes)
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   bool accepting_requests() const { return ready_.load() && !draining_.load(); }

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "io/ordered_json_parser.h"
 #include "server/api_error.h"
+#include "server/chat_tools.h"
 #include "tokenizer/utf8.h"
 
 namespace qs {
@@ -30,6 +32,17 @@ double number_in(const json& body, const char* name, double lo, double hi, doubl
     throw invalid_param(name, std::string(name) + " must be in [" + json(lo).dump() + ", " +
                                   json(hi).dump() + "], got " + v->dump());
   }
+  return x;
+}
+
+// top_p: nucleus sampling keeps the smallest set of tokens whose probability reaches top_p, so
+// it is a number in (0, 1] (0 would keep nothing); default 1.
+double top_p(const json& body) {
+  const json* v = field(body, "top_p");
+  if (v == nullptr) return 1.0;
+  if (!v->is_number()) throw invalid_param("top_p", "top_p must be a number, got " + type_name(*v));
+  const double x = v->get<double>();
+  if (!(x > 0.0 && x <= 1.0)) throw invalid_param("top_p", "top_p must be in (0.0, 1.0], got " + v->dump());
   return x;
 }
 
@@ -104,8 +117,7 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
   if (max_tokens) f.max_tokens = static_cast<int32_t>(*max_tokens);
   SamplingParams& s = f.sampling;
   s.temperature = static_cast<float>(number_in(body, "temperature", 0.0, 2.0, 1.0));
-  s.top_p = static_cast<float>(number_in(body, "top_p", 0.0, 1.0, 1.0));
-  if (s.top_p <= 0.0f) throw invalid_param("top_p", "top_p must be in (0, 1]");
+  s.top_p = static_cast<float>(top_p(body));
   s.top_k = static_cast<int32_t>(integer_in(body, "top_k", -1, vocab_size).value_or(0));
   s.min_p = static_cast<float>(number_in(body, "min_p", 0.0, 1.0, 0.0));
   s.presence_penalty = static_cast<float>(number_in(body, "presence_penalty", -2.0, 2.0, 0.0));
@@ -140,10 +152,17 @@ json normalize_content(const json& content, const std::string& param) {
   if (content.is_null() || content.is_string()) return content;
   if (!content.is_array()) throw invalid_param(param, param + " must be a string, null or an array of parts");
   std::string text;
-  for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
-      throw invalid_param(param, param + ": only {\"type\": \"text\", \"text\": ...} parts are supported");
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string pp = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) throw invalid_param(pp, pp + " must be an object {\"type\": \"text\", \"text\": ...}");
+    if (part.value("type", "") != "text") {
+      throw invalid_param(pp + ".type", pp + ".type: only {\"type\": \"text\", \"text\": ...} parts are supported, got " +
+                                            (part.contains("type") ? part["type"].dump() : std::string("none")));
+    }
+    if (!part.contains("text") || part["text"].is_null()) throw invalid_param(pp + ".text", pp + ".text is required");
+    if (!part["text"].is_string()) {
+      throw invalid_param(pp + ".text", pp + ".text must be a string, got " + type_name(part["text"]));
     }
     text += part["text"].get<std::string>();
   }
@@ -200,7 +219,7 @@ json parse_message(const json& m, const std::string& param) {
   if (!m.is_object()) throw invalid_param(param, param + " must be an object");
   const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
   if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
-    throw invalid_param(param + ".role", param + ".role must be one of system, user, assistant, tool");
+    throw invalid_param(param + ".role", param + ".role must be one of system, developer, user, assistant, tool");
   }
   json msg = m;
   if (role == "developer") msg["role"] = "system";
@@ -256,16 +275,11 @@ json parse_messages(const json& body) {
 }  // namespace
 
 json parse_json_limited(std::string_view body) {
-  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth) {
-      throw ApiError(400, "JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
-                     "invalid_request_error", "json_too_deep");
-    }
-    return true;
-  };
   try {
-    return json::parse(body, limit_depth);
+    return parse_ordered_json(body, kMaxJsonDepth);  // linear in the body's size
+  } catch (const JsonTooDeep&) {
+    throw ApiError(400, "JSON body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
+                   "invalid_request_error", "json_too_deep");
   } catch (const json::exception& e) {
     // The parser's message quotes the bytes it last read, which may be invalid UTF-8 (a message
     // that would not serialise as JSON): ill-formed sequences become U+FFFD.
@@ -275,14 +289,14 @@ json parse_json_limited(std::string_view body) {
 }
 
 ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
-  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  if (!body.is_object()) throw body_not_an_object(body.type_name());
   ChatRequest r;
   r.fields = parse_generation_fields(body, vocab_size);
   r.fields.logprobs = boolean(body, "logprobs", false);
   r.fields.top_logprobs = static_cast<int32_t>(integer_in(body, "top_logprobs", 0, 20).value_or(0));
   r.messages = parse_messages(body);
   if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) throw invalid_param("tools", "tools must be an array");
+    validate_chat_tools(*tools);  // always: the chat template prints every tool into the prompt
     r.tools = *tools;
   }
   if (const json* choice = field(body, "tool_choice")) r.tool_choice = *choice;
@@ -308,7 +322,7 @@ ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
 }
 
 CompletionRequest parse_completion_request(const json& body, int32_t vocab_size) {
-  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  if (!body.is_object()) throw body_not_an_object(body.type_name());
   CompletionRequest r;
   r.fields = parse_generation_fields(body, vocab_size);
   // Completions API: logprobs is an integer 0..5 (alternatives per token).
@@ -318,7 +332,19 @@ CompletionRequest parse_completion_request(const json& body, int32_t vocab_size)
   }
   const json* prompt = field(body, "prompt");
   if (prompt == nullptr) throw invalid_param("prompt", "prompt is required");
-  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) prompt = &(*prompt)[0];
+  // OpenAI's prompt is a string, a list of strings, a list of token ids or a list of token-id
+  // lists; a list of one string or of one id list is one prompt.
+  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+    prompt = &(*prompt)[0];
+  }
+  if (prompt->is_array()) {
+    for (const auto& item : *prompt) {
+      if (item.is_string() || item.is_array()) {
+        throw invalid_param("prompt", "batched prompts (a list of " + std::to_string(prompt->size()) +
+                                          " prompts) are not supported: send one prompt per request");
+      }
+    }
+  }
   if (prompt->is_string()) {
     r.prompt_text = prompt->get<std::string>();
   } else if (prompt->is_array() && !prompt->empty()) {

@@ -63,8 +63,10 @@ struct CompletionRequest {
 /// once per level, and a few hundred thousand levels fit in a body of 1 MB.
 inline constexpr int kMaxJsonDepth = 128;
 
-/// Parses a request body. Throws ApiError(400, code "invalid_json") for malformed JSON, and for
-/// nesting deeper than kMaxJsonDepth (code "json_too_deep"), before building the deep value.
+/// Parses a request body, keeping members in document order (a duplicated key: first position,
+/// last value), in time linear in its size (io/ordered_json_parser.h). Throws ApiError(400, code
+/// "invalid_json") for malformed JSON, and for nesting deeper than kMaxJsonDepth (code
+/// "json_too_deep"), before building the deep value.
 nlohmann::ordered_json parse_json_limited(std::string_view body);
 
 /// Throws ApiError(400) on invalid input. `vocab_size` bounds logit_bias ids and prompt ids.

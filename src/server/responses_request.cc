@@ -147,7 +147,7 @@ ojson chat_response_format(const ojson& text) {
 }  // namespace
 
 ResponsesRequest translate_responses_request(const ojson& body) {
-  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  if (!body.is_object()) throw body_not_an_object(body.type_name());
   if (field(body, "previous_response_id") != nullptr) {
     throw invalid_param("previous_response_id",
                         "previous_response_id is not supported: this server stores no responses (store: false); "

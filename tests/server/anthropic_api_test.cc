@@ -99,6 +99,8 @@ TEST(AnthropicError, ShapeAndTypeByStatus) {
   EXPECT_EQ(anthropic_error_json(ApiError(429, "k"))["error"]["type"], "rate_limit_error");
   EXPECT_EQ(anthropic_error_json(ApiError(500, "k"))["error"]["type"], "api_error");
   EXPECT_EQ(anthropic_error_json(ApiError(503, "k"))["error"]["type"], "overloaded_error");
+  // Anthropic's error list has no 405; it is an issue with the request's format, not the server.
+  EXPECT_EQ(anthropic_error_json(ApiError(405, "k"))["error"]["type"], "invalid_request_error");
 }
 
 json chat_completion(const std::string& content_json, const std::string& finish, const std::string& stop_cause,

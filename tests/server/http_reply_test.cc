@@ -1,7 +1,7 @@
 // The error shape of every rejected request (OpenAI API reference, "Error codes": a JSON object
 // {"error": {"message": string, "type": string, "param": string|null, "code": string|null}}), the
 // Retry-After header of 429/503 (RFC 9110 section 10.2.3: delay-seconds = 1*DIGIT) and the
-// reading of JSON bodies (415 / 400).
+// reading of JSON bodies (415 / 400; media types per RFC 9110 section 8.3).
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -12,6 +12,7 @@
 
 #include "server/api_error.h"
 #include "server/routes/http_reply.h"
+#include "server/routes/media_type.h"
 
 namespace qs {
 namespace {
@@ -89,6 +90,34 @@ TEST(HttpReply, JsonBodyWithOrWithoutParametersOrTypeIsRead) {
   for (const char* type : {"application/json", "application/json; charset=utf-8", ""}) {
     const nlohmann::ordered_json body = parse_json_body(post(R"({"a": [1, 2]})", type));
     EXPECT_EQ(body["a"][1], 2) << type;
+  }
+}
+
+// RFC 9110 section 8.3.1: "The type and subtype tokens are case-insensitive", and parameters
+// follow a ";" with optional whitespace around it (section 8.3).
+TEST(HttpReply, MediaTypeIsMatchedWithoutRegardToCaseOrParameters) {
+  for (const char* type : {"APPLICATION/JSON", "Application/Json", "application/JSON; charset=UTF-8",
+                           "application/json ; charset=utf-8", " application/json", "application/json;"}) {
+    EXPECT_TRUE(is_json_media_type(type)) << type;
+    const nlohmann::ordered_json body = parse_json_body(post(R"({"a": 1})", type));
+    EXPECT_EQ(body["a"], 1) << type;
+  }
+}
+
+// A media type is the whole type/subtype token pair, not a prefix of it.
+TEST(HttpReply, TypesThatOnlyStartLikeJsonAre415) {
+  for (const char* type : {"application/jsonx", "application/json-patch+json", "application/json5",
+                           "application/jsonl; charset=utf-8", "application", "application/", "multipart/form-data; boundary=x",
+                           "text/json"}) {
+    EXPECT_FALSE(is_json_media_type(type)) << type;
+    try {
+      parse_json_body(post(R"({"a": 1})", type));
+      ADD_FAILURE() << "accepted " << type;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 415) << type;  // RFC 9110 section 15.5.16
+      EXPECT_EQ(e.code(), "unsupported_media_type") << type;
+      expect_openai_error_shape(e.to_json());
+    }
   }
 }
 

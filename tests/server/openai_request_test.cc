@@ -159,7 +159,74 @@ TEST(OpenAiRequest, ContentPartsOfTypeTextAreJoined) {
   const ChatRequest r = parse_chat_request(chat_body({{"messages", {{{"role", "user"}, {"content", parts}}}}}), kVocab);
   EXPECT_EQ(r.messages[0]["content"], "Hello, world");
   const ojson image = ojson::array({{{"type", "image_url"}, {"image_url", {{"url", "http://x"}}}}});
-  expect_rejected(chat_body({{"messages", {{{"role", "user"}, {"content", image}}}}}), "messages[0].content");
+  expect_rejected(chat_body({{"messages", {{{"role", "user"}, {"content", image}}}}}), "messages[0].content[0].type");
+}
+
+// The message of a 400, after checking its param.
+std::string rejection_message(const ojson& body, const std::string& param, bool chat = true) {
+  try {
+    if (chat) {
+      parse_chat_request(body, kVocab);
+    } else {
+      parse_completion_request(body, kVocab);
+    }
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400) << body.dump();
+    EXPECT_EQ(e.param(), param) << body.dump() << ": " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << body.dump();
+  return {};
+}
+
+ojson user_parts(ojson parts) { return chat_body({{"messages", {{{"role", "user"}, {"content", std::move(parts)}}}}}); }
+
+// OpenAI's text content part is {"type": "text", "text": string}, both required: a text part
+// without a string `text` is a 400 naming that member (it was "only text parts are supported").
+TEST(OpenAiRequest, TextPartWithoutAStringTextNamesTheTextMember) {
+  const std::string missing = rejection_message(user_parts(ojson::array({ojson{{"type", "text"}}})), "messages[0].content[0].text");
+  EXPECT_NE(missing.find("messages[0].content[0].text is required"), std::string::npos) << missing;
+  const std::string wrong = rejection_message(user_parts(ojson::array({ojson{{"type", "text"}, {"text", 5}}})), "messages[0].content[0].text");
+  EXPECT_NE(wrong.find("must be a string"), std::string::npos) << wrong;
+  const ojson second = ojson::array({ojson{{"type", "text"}, {"text", "a"}}, ojson{{"type", "text"}, {"text", nullptr}}});
+  rejection_message(user_parts(second), "messages[0].content[1].text");
+  rejection_message(user_parts(ojson::array({5})), "messages[0].content[0]");
+}
+
+// OpenAI's roles for chat messages: developer, system, user, assistant, tool (function is
+// deprecated); developer is accepted, so the error lists it.
+TEST(OpenAiRequest, RoleErrorListsEveryAcceptedRole) {
+  const std::string message =
+      rejection_message(chat_body({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}), "messages[0].role");
+  for (const char* role : {"system", "developer", "user", "assistant", "tool"}) {
+    EXPECT_NE(message.find(role), std::string::npos) << role << " missing from: " << message;
+  }
+}
+
+// top_p is nucleus sampling's probability mass, in (0, 1] (vLLM: "top_p must be in (0, 1]"): 0 and
+// 2 get the same message, stating that range.
+TEST(OpenAiRequest, TopPOutOfRangeStatesTheOneTrueRange) {
+  const std::string zero = rejection_message(chat_body({{"top_p", 0}}), "top_p");
+  const std::string two = rejection_message(chat_body({{"top_p", 2}}), "top_p");
+  EXPECT_NE(zero.find("(0.0, 1.0]"), std::string::npos) << zero;
+  EXPECT_NE(two.find("(0.0, 1.0]"), std::string::npos) << two;
+  EXPECT_EQ(zero.substr(0, zero.find(", got")), two.substr(0, two.find(", got")));
+  EXPECT_FLOAT_EQ(parse_chat_request(chat_body({{"top_p", 1e-9}}), kVocab).fields.sampling.top_p, 1e-9f);
+  rejection_message(chat_body({{"top_p", "0.5"}}), "top_p");
+}
+
+// OpenAI's prompt may be a list of strings or a list of token lists (several prompts); this
+// server takes one prompt per request, and says so instead of calling the ids invalid.
+TEST(OpenAiRequest, BatchedPromptsAreRefusedAsBatches) {
+  for (const ojson& prompt : {ojson::array({"Hello", "World"}), ojson::array({ojson::array({9707, 11}), ojson::array({1879})}),
+                              ojson::array({ojson::array({1, 2}), "x"})}) {
+    const std::string message = rejection_message(completion_body({{"prompt", prompt}}), "prompt", false);
+    EXPECT_NE(message.find("batched prompts"), std::string::npos) << prompt.dump() << ": " << message;
+    EXPECT_EQ(message.find("token ids must be"), std::string::npos) << message;
+  }
+  // A list holding one prompt is that prompt.
+  EXPECT_EQ(parse_completion_request(completion_body({{"prompt", ojson::array({ojson::array({9, 11})})}}), kVocab).prompt_ids,
+            (std::vector<int32_t>{9, 11}));
 }
 
 TEST(OpenAiRequest, DeveloperRoleIsTheSystemRole) {
@@ -223,6 +290,38 @@ TEST(OpenAiRequest, MessagesAreValidatedAsTheChatTemplateNeedsThem) {
   EXPECT_EQ(ok.messages[6]["tool_calls"][0]["function"]["arguments"], ojson::object());
 }
 
+// OpenAI's ChatCompletionTool: {"type": "function", "function": {"name": string, "description"?:
+// string, "parameters"?: JSON Schema object, "strict"?: boolean}}. Checked with no tool_choice
+// (auto): the template prints every tool into the prompt, so junk must not get that far.
+TEST(OpenAiRequest, ToolsAreValidatedWithoutAForcedToolChoice) {
+  const ojson fn = {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}};
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"tools", {{{"type", "function"}, {"function", fn}}}}}), kVocab));
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"tools", {{{"function", {{"name", "f"}}}}}}}), kVocab))
+      << "type absent: function (vLLM's default); parameters optional";
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"tools", ojson::array()}}), kVocab));
+  const std::vector<std::pair<ojson, std::string>> cases = {
+      {ojson::array({1}), "tools[0]"},
+      {ojson::array({"f"}), "tools[0]"},
+      {ojson::array({{{"type", "function"}}}), "tools[0].function"},
+      {ojson::array({{{"type", "function"}, {"function", "f"}}}), "tools[0].function"},
+      {ojson::array({{{"type", "retrieval"}, {"function", fn}}}), "tools[0].type"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", 5}}}}}), "tools[0].function.name"},
+      {ojson::array({{{"type", "function"}, {"function", {{"description", "no name"}}}}}), "tools[0].function.name"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", ""}}}}}), "tools[0].function.name"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}}),
+       "tools[0].function.parameters"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"description", 1}}}}}),
+       "tools[0].function.description"},
+      {ojson::array({{{"type", "function"}, {"function", {{"name", "f"}, {"strict", "yes"}}}}}),
+       "tools[0].function.strict"},
+      {ojson::array({{{"type", "function"}, {"function", fn}}, 7}), "tools[1]"},
+  };
+  for (const auto& [tools, param] : cases) {
+    expect_rejected(chat_body({{"tools", tools}}), param);
+    expect_rejected(chat_body({{"tools", tools}, {"tool_choice", "auto"}}), param);
+  }
+}
+
 TEST(OpenAiRequest, ToolsIsAnArrayAndChatTemplateKwargsAnObject) {
   expect_rejected(chat_body({{"tools", {{"type", "function"}}}}), "tools");
   expect_rejected(chat_body({{"chat_template_kwargs", "x"}}), "chat_template_kwargs");
@@ -266,6 +365,24 @@ TEST(OpenAiRequest, BodyMustBeAnObject) {
   for (const ojson& body : {ojson::array(), ojson("x"), ojson(3), ojson(nullptr)}) {
     EXPECT_THROW(parse_chat_request(body, kVocab), ApiError) << body.dump();
     EXPECT_THROW(parse_completion_request(body, kVocab), ApiError) << body.dump();
+  }
+}
+
+// Every other body error carries a code (invalid_json, json_too_deep); a body that is JSON but not
+// an object gets one too (it was null), with OpenAI's invalid_request_error type.
+TEST(OpenAiRequest, NonObjectBodyErrorHasACode) {
+  for (const ojson& body : {ojson::array(), ojson(nullptr)}) {
+    for (const bool chat : {true, false}) {
+      try {
+        chat ? (void)parse_chat_request(body, kVocab) : (void)parse_completion_request(body, kVocab);
+        ADD_FAILURE() << "accepted " << body.dump();
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 400);
+        EXPECT_EQ(e.type(), "invalid_request_error");
+        EXPECT_EQ(e.code(), "invalid_body") << body.dump();
+        EXPECT_TRUE(e.to_json()["error"]["code"].is_string());
+      }
+    }
   }
 }
 

@@ -61,7 +61,7 @@ const char* const kDeepFields[] = {
     R"({"messages":[{"role":"user","content":DEEP}]})",
     R"({"messages":[{"role":"user","content":[{"type":"text","text":"a","x":DEEP}]}]})",
     R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":DEEP}}]}]})",
-    R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":DEEP}}]})",
+    R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"x":DEEP}}}]})",
     R"({"messages":[{"role":"user","content":"hi"}],"tool_choice":DEEP})",
     R"({"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"x":DEEP}})",
     R"({"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"schema":DEEP}}})",
@@ -99,8 +99,9 @@ TEST(RequestExtremes, NestingUpToTheLimitIsParsed) {
   EXPECT_EQ(status_of(fits), 200);
   const std::string too_deep = with_deep(kDeepFields[0], nested(kMaxJsonDepth - 2));
   EXPECT_EQ(status_of(too_deep), 400);
-  // Tools as deep as allowed reach the template (tojson) and render.
-  const std::string tools = with_deep(kDeepFields[4], nested(kMaxJsonDepth - 6));
+  // Tools as deep as allowed reach the template (tojson) and render (parameters must be an
+  // object, so the nesting starts one level further in).
+  const std::string tools = with_deep(kDeepFields[4], nested(kMaxJsonDepth - 7));
   EXPECT_EQ(status_of(tools), 200);
 }
 

@@ -16,6 +16,7 @@
 #include "server/routes/health_routes.h"
 #include "server/routes/metrics_routes.h"
 #include "server/routes/model_routes.h"
+#include "server/routes/route_methods.h"
 #include "server/routes/tokenize_routes.h"
 #include "support/tokenizer_test_support.h"
 
@@ -280,6 +281,83 @@ TEST(Routes, UnroutedRequestsGetAnOpenAiErrorOrAStaticFile) {
   ASSERT_TRUE(large);
   EXPECT_EQ(large->status(), 413);
   EXPECT_EQ(large->code(), "request_too_large");
+}
+
+// RFC 9110 section 15.5.6: a method the target resource does not support is 405, and the
+// response carries an Allow header (section 10.2.1) listing the methods it does support; a path
+// that is no resource at all stays 404.
+TEST(Routes, KnownPathWithAnotherMethodIs405ListingTheAllowedMethods) {
+  RouteMethods routes;
+  routes.add("GET", "/health");
+  routes.add("POST", "/v1/chat/completions");
+  routes.add("GET", "/v1/models");
+  routes.add("GET", R"(/v1/models/(.+))");
+  struct Case {
+    const char* method;
+    const char* path;
+    const char* allow;
+  };
+  for (const Case& c : {Case{"GET", "/v1/chat/completions", "POST"}, Case{"POST", "/health", "GET, HEAD"},
+                        Case{"DELETE", "/v1/models", "GET, HEAD"}, Case{"DELETE", "/v1/models/qwenserve", "GET, HEAD"}}) {
+    httplib::Request req;
+    req.method = c.method;
+    req.path = c.path;
+    httplib::Response res;
+    res.status = 404;  // httplib found no handler for this method
+    const std::optional<ApiError> error = fallback_reply(req, res, nullptr, 100, routes);
+    ASSERT_TRUE(error) << c.method << " " << c.path;
+    EXPECT_EQ(error->status(), 405) << c.method << " " << c.path;
+    EXPECT_EQ(res.status, 405);
+    EXPECT_EQ(res.get_header_value("Allow"), c.allow) << c.method << " " << c.path;
+    EXPECT_EQ(error->code(), "method_not_allowed");
+  }
+  httplib::Request unknown;
+  unknown.method = "DELETE";
+  unknown.path = "/v1/nothing";
+  httplib::Response res;
+  res.status = 404;
+  const std::optional<ApiError> not_found = fallback_reply(unknown, res, nullptr, 100, routes);
+  ASSERT_TRUE(not_found);
+  EXPECT_EQ(not_found->status(), 404);
+  EXPECT_FALSE(res.has_header("Allow"));
+}
+
+// httplib parses a multipart/form-data body before routing and answered a JSON body sent with
+// that type with a bare 400 "HTTP error 400", code null. The routes take application/json only,
+// so the answer is 415 Unsupported Media Type (RFC 9110 section 15.5.16), code unsupported_media_type.
+TEST(Routes, UnparsableMultipartBodyIs415LikeAnyOtherNonJsonType) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.set_header("Content-Type", "multipart/form-data; boundary=x");
+  httplib::Response res;
+  res.status = 400;  // what httplib sets when the multipart body does not parse
+  const std::optional<ApiError> error = fallback_reply(req, res, nullptr, 100);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->status(), 415);
+  EXPECT_EQ(res.status, 415);
+  EXPECT_EQ(error->code(), "unsupported_media_type");
+  // Any other 400 httplib gives stays a 400.
+  httplib::Request plain;
+  plain.method = "POST";
+  plain.path = "/v1/chat/completions";
+  httplib::Response bad;
+  bad.status = 400;
+  const std::optional<ApiError> other = fallback_reply(plain, bad, nullptr, 100);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status(), 400);
+}
+
+TEST(Routes, RouteMethodsMatchWholePathsAndListEachMethodOnce) {
+  RouteMethods routes;
+  routes.add("GET", "/v1/models");
+  routes.add("GET", R"(/v1/models/(.+))");
+  routes.add("POST", "/v1/models");
+  EXPECT_EQ(routes.allowed("/v1/models"), (std::vector<std::string>{"GET", "HEAD", "POST"}));
+  EXPECT_TRUE(routes.allowed("/v1/models/").empty()) << "(.+) needs a model name";
+  EXPECT_TRUE(routes.allowed("/v1/modelsx").empty());
+  EXPECT_TRUE(routes.allowed("/x/v1/models").empty());
+  EXPECT_EQ(allow_header_value({"GET", "HEAD"}), "GET, HEAD");
 }
 
 }  // namespace

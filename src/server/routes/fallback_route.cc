@@ -1,16 +1,37 @@
 #include "server/routes/fallback_route.h"
 
 #include <string>
+#include <vector>
+
+#include "server/routes/http_reply.h"
 
 namespace qs {
 
 std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Response& res,
-                                       const StaticFileLookup& static_files, size_t max_body_bytes) {
+                                       const StaticFileLookup& static_files, size_t max_body_bytes,
+                                       const RouteMethods& routes) {
   if (res.status == 404 && req.method == "GET" && static_files) {
     if (const StaticFile* file = static_files(req.path)) {
       res.status = 200;
       res.set_content(std::string(file->body), std::string(file->content_type));
       return std::nullopt;
+    }
+  }
+  // httplib reads a multipart/form-data body itself before routing and answers 400 when it cannot
+  // parse it (e.g. JSON sent with that type): what the route would have answered is 415.
+  if (res.status == 400 && req.is_multipart_form_data()) {
+    if (std::optional<ApiError> unsupported = json_content_type_error(req)) {
+      res.status = 415;
+      return unsupported;
+    }
+  }
+  if (res.status == 404) {
+    if (const std::vector<std::string> allowed = routes.allowed(req.path); !allowed.empty()) {
+      res.status = 405;
+      res.set_header("Allow", allow_header_value(allowed));
+      return ApiError(405, "method " + req.method + " is not allowed for " + req.path + " (allowed: " +
+                               allow_header_value(allowed) + ")",
+                      "", "invalid_request_error", "method_not_allowed");
     }
   }
   const std::string message = res.status == 413   ? "request body exceeds " + std::to_string(max_body_bytes) + " bytes"

@@ -1,9 +1,11 @@
 #include "server/routes/http_reply.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "server/openai_request.h"
+#include "server/routes/media_type.h"
 #include "server/request_deadline.h"
 
 namespace qs {
@@ -41,13 +43,16 @@ std::string quote_header_value(std::string_view value, size_t max_bytes) {
   return out;
 }
 
-nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
+std::optional<ApiError> json_content_type_error(const httplib::Request& req) {
   const std::string type = req.get_header_value("Content-Type");
-  if (!type.empty() && type.rfind("application/json", 0) != 0) {
-    // The client's header goes into the message quoted: bounded, escaped, no raw control bytes.
-    throw ApiError(415, "Content-Type must be application/json, got " + quote_header_value(type), "",
-                   "invalid_request_error", "unsupported_media_type");
-  }
+  if (type.empty() || is_json_media_type(type)) return std::nullopt;
+  // The client's header goes into the message quoted: bounded, escaped, no raw control bytes.
+  return ApiError(415, "Content-Type must be application/json, got " + quote_header_value(type), "",
+                  "invalid_request_error", "unsupported_media_type");
+}
+
+nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
+  if (std::optional<ApiError> error = json_content_type_error(req)) throw *error;
   request_deadline::body_received();  // the body has arrived: its deadline no longer applies
   return parse_json_limited(req.body);  // 400 invalid_json, or json_too_deep past kMaxJsonDepth levels
 }

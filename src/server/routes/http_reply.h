@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,9 +29,12 @@ void send_error(httplib::Response& res, const ApiError& error);
 /// followed by "... (N bytes)". E.g. text/"x<0x01> -> "text/\"x\u0001".
 std::string quote_header_value(std::string_view value, size_t max_bytes = 64);
 
-/// The request body as JSON. Throws ApiError 415 (code unsupported_media_type) when a Content-Type
-/// other than application/json is declared (none at all is accepted; the message quotes the
-/// header with quote_header_value), 400 (code invalid_json)
+/// The 415 (code unsupported_media_type) for a request declaring a Content-Type other than
+/// application/json (media_type.h: case-insensitive, parameters allowed), quoting the header with
+/// quote_header_value; nullopt when it declares application/json or no Content-Type at all.
+std::optional<ApiError> json_content_type_error(const httplib::Request& req);
+
+/// The request body as JSON. Throws json_content_type_error's 415, 400 (code invalid_json)
 /// when the body is not JSON, 400 (code json_too_deep) when it nests deeper than kMaxJsonDepth
 /// (parse_json_limited in server/openai_request.h).
 nlohmann::ordered_json parse_json_body(const httplib::Request& req);

@@ -11,6 +11,7 @@ namespace qs {
 
 void handle_tokenize(const httplib::Request& req, const JobContext& ctx, httplib::Response& res) {
   const nlohmann::ordered_json body = parse_json_body(req);
+  if (!body.is_object()) throw body_not_an_object(body.type_name());
   std::string text;
   if (body.contains("messages")) {
     text = render_chat_prompt(ctx, parse_chat_request(body, ctx.tokenizer.vocab_size()));
@@ -25,6 +26,7 @@ void handle_tokenize(const httplib::Request& req, const JobContext& ctx, httplib
 
 void handle_detokenize(const httplib::Request& req, const Tokenizer& tokenizer, httplib::Response& res) {
   const nlohmann::ordered_json body = parse_json_body(req);
+  if (!body.is_object()) throw body_not_an_object(body.type_name());
   if (!body.contains("tokens") || !body["tokens"].is_array()) throw invalid_param("tokens", "tokens must be an array of token ids");
   std::vector<int32_t> ids;
   for (const auto& id : body["tokens"]) {
