@@ -208,6 +208,13 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
     }
     content = std::move(t.content);
     for (const chat::ToolCallDelta& d : t.calls) {
+      // One entry per call index in a chunk, as OpenAI streams them: a later fragment of the call
+      // the previous entry already carries is appended to that entry's arguments.
+      if (!d.first && !tool_deltas.empty() && tool_deltas.back()["index"] == d.index) {
+        json& args = tool_deltas.back()["function"]["arguments"];
+        args = args.get<std::string>() + d.arguments;
+        continue;
+      }
       if (d.first) {
         tool_deltas.push_back({{"index", d.index}, {"id", tool_call_id()}, {"type", "function"},
                                {"function", {{"name", d.name}, {"arguments", d.arguments}}}});

@@ -171,6 +171,35 @@ TEST(SseStream, ChatChunksFollowTheProtocol) {
   expect_chat_choices(parsed.chunks, {"Hello \"wörld\"\n", "Hi"}, {"stop", "length"});
 }
 
+// OpenAI's chat.completion.chunk carries at most one tool_calls entry per call index (the first
+// with id, type and name); the argument fragments of all chunks concatenate to the call's JSON.
+// A whole call arriving in one engine event must not become two entries with the same index.
+TEST(SseStream, AToolCallInOneEventIsOneEntryPerIndexInItsChunk) {
+  GenerationJob job = stream_job(GenerationJob::Api::kChat, false);
+  job.parse_tool_calls = true;
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  const std::string body = stream(job, {{delta(call, 1), finished("stop", 1)}});
+  const ParsedChunks parsed = parse_openai_stream(body);
+  std::string arguments, name;
+  int entries_with_id = 0;
+  for (const json& chunk : parsed.chunks) {
+    if (chunk["choices"].empty() || !chunk["choices"][0]["delta"].contains("tool_calls")) continue;
+    std::set<int> indices;
+    for (const json& entry : chunk["choices"][0]["delta"]["tool_calls"]) {
+      EXPECT_TRUE(indices.insert(entry["index"].get<int>()).second) << "two entries with one index: " << chunk;
+      if (entry.contains("id")) {
+        ++entries_with_id;
+        name = entry["function"]["name"];
+      }
+      arguments += entry["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(entries_with_id, 1);
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(json::parse(arguments), json::parse(R"({"city": "Paris"})"));
+}
+
 TEST(SseStream, IncludeUsageAddsNullUsageToEveryChunkAndOneUsageChunkBeforeDone) {
   const std::string body =
       stream(stream_job(GenerationJob::Api::kChat, true), {{delta("a", 1), delta("b", 2), finished("stop", 2)}});
