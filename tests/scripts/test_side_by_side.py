@@ -38,7 +38,13 @@ print(json.dumps([
 
 MICROBENCH = r'''#!/usr/bin/python3
 import json, sys
-assert any(a.startswith("--benchmark_filter=^ReadBandwidth/threads:1$") for a in sys.argv), sys.argv
+# Google Benchmark searches the filter as a regex in the benchmark's full name, which has a
+# /real_time suffix (UseRealTime): it must select threads:1 and nothing else.
+import re
+flt = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_filter="))
+assert re.search(flt, "ReadBandwidth/threads:1/real_time"), flt
+assert not re.search(flt, "ReadBandwidth/threads:16/real_time"), flt
+assert not re.search(flt, "Gemv/Q8_0/threads:1/real_time"), flt
 print(json.dumps({"benchmarks": [{"name": "ReadBandwidth/threads:1/real_time", "GB_per_s": 20.0}]}))
 '''
 
