@@ -6,8 +6,12 @@
 //  - bad input only throws ApiError with a 4xx status (never another exception, never a crash);
 //  - a parsed request re-serialises to a body that parses to the same fields;
 //  - a built job has a rendered prompt of valid UTF-8, prompt ids inside the vocabulary,
-//    1 <= max_tokens and prompt + max_tokens <= the context, and n engine requests.
+//    1 <= max_tokens and prompt + max_tokens <= the context, and n engine requests;
+//  - the body parser (a linear-time SAX builder, io/ordered_json_parser.h) agrees with
+//    nlohmann::ordered_json::parse: the same value, members in the same order, where both accept
+//    the text; malformed text (invalid_json) is rejected by both.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "fuzz_support.h"
@@ -123,13 +127,21 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::optional<json> reference;
+  try {
+    reference = json::parse(text);
+  } catch (const json::parse_error&) {
+  }
   json body;
   try {
-    body = qs::parse_json_limited(std::string_view(reinterpret_cast<const char*>(data), size));
+    body = qs::parse_json_limited(text);
   } catch (const qs::ApiError& e) {
     expect_client_error(e);
+    check(e.code() != "invalid_json" || !reference, "parse_json_limited rejects JSON that nlohmann accepts");
     return 0;
   }
+  check(reference.has_value() && *reference == body, "parse_json_limited differs from nlohmann::ordered_json::parse");
   chat(body);
   completion(body);
   return 0;
