@@ -473,14 +473,19 @@ class GgufCases:
         rebuilt("gguf-huge-bos-token-id", ["bos", "4294967295"], WITH_TOK,
                 replace={"tokenizer.ggml.bos_token_id": gguf_kv_uint32("tokenizer.ggml.bos_token_id", 0xFFFFFFFF)})
 
-        def bad_merge():
-            # Rewrite the 10th merge (same length) so that it has no space and a line break.
-            merges = L.kv("tokenizer.ggml.merges")
-            pos = merges["value_pos"] + 12
+        def tenth_merge():
+            # (offset of the 10th merge's length field, its length in bytes): the merges array
+            # value holds an element type (4 bytes) and a count (8), then length-prefixed strings.
+            pos = L.kv("tokenizer.ggml.merges")["value_pos"] + 12
             for _ in range(9):
                 (n,) = struct.unpack_from("<Q", self.clean, pos)
                 pos += 8 + n
             (n,) = struct.unpack_from("<Q", self.clean, pos)
+            return pos, n
+
+        def bad_merge():
+            # Rewrite the 10th merge (same length) so that it has no space and a line break.
+            pos, n = tenth_merge()
             bad = (b"x\n" * n)[:n]
             return fails(self.patched("gguf-bad-merge", [(pos + 8, bad)]),
                          ["tokenizer.ggml.merges", "9"], WITH_TOK)
@@ -491,12 +496,7 @@ class GgufCases:
             # raw DEL byte is no byte-level BPE token (GPT-2's byte-to-unicode map sends 0x7f to
             # U+0121), so the merge uses tokens missing from the vocabulary. info must refuse the
             # model as serve, generate and tokenize do (it used to exit 0).
-            merges = L.kv("tokenizer.ggml.merges")
-            pos = merges["value_pos"] + 12
-            for _ in range(9):
-                (n,) = struct.unpack_from("<Q", self.clean, pos)
-                pos += 8 + n
-            (n,) = struct.unpack_from("<Q", self.clean, pos)
+            pos, n = tenth_merge()
             assert n >= 3
             bad = b"\x7f" * (n - 2) + b" \x7f"
             return fails(self.patched("gguf-merge-missing-token", [(pos + 8, bad)]),
