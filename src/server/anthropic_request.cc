@@ -2,17 +2,14 @@
 #include <string>
 
 #include "server/anthropic_api.h"
+#include "server/json_field.h"
 
 namespace qs {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-const ojson* field(const ojson& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using json_field::field;  // the member unless absent or null
 
 std::string block_type(const ojson& block) {
   return block.is_object() && block.contains("type") && block["type"].is_string() ? block["type"].get<std::string>() : "";

@@ -3,33 +3,30 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/json_field.h"
 
 namespace qs {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-// The member `key` of `obj` unless absent or null.
-const json* present(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
+using json_field::field;  // the member unless absent or null
 
 void validate_function(const json& fn, const std::string& param) {
   if (!fn.is_object()) throw invalid_param(param, param + " must be an object {name, description, parameters}, got " + std::string(fn.type_name()));
-  const json* name = present(fn, "name");
+  const json* name = field(fn, "name");
   if (name == nullptr) throw invalid_param(param + ".name", param + ".name is required");
   if (!name->is_string() || name->get<std::string>().empty()) {
     throw invalid_param(param + ".name", param + ".name must be a non-empty string, got " + name->dump());
   }
-  if (const json* d = present(fn, "description"); d != nullptr && !d->is_string()) {
+  if (const json* d = field(fn, "description"); d != nullptr && !d->is_string()) {
     throw invalid_param(param + ".description", param + ".description must be a string, got " + std::string(d->type_name()));
   }
-  if (const json* p = present(fn, "parameters"); p != nullptr && !p->is_object()) {
+  if (const json* p = field(fn, "parameters"); p != nullptr && !p->is_object()) {
     throw invalid_param(param + ".parameters",
                         param + ".parameters must be a JSON Schema object, got " + std::string(p->type_name()));
   }
-  if (const json* s = present(fn, "strict"); s != nullptr && !s->is_boolean()) {
+  if (const json* s = field(fn, "strict"); s != nullptr && !s->is_boolean()) {
     throw invalid_param(param + ".strict", param + ".strict must be a boolean, got " + std::string(s->type_name()));
   }
 }
@@ -45,10 +42,10 @@ void validate_chat_tools(const json& tools) {
       throw invalid_param(param, param + " must be an object {\"type\": \"function\", \"function\": {...}}, got " +
                                      std::string(tool.type_name()));
     }
-    if (const json* type = present(tool, "type"); type != nullptr && *type != "function") {
+    if (const json* type = field(tool, "type"); type != nullptr && *type != "function") {
       throw invalid_param(param + ".type", param + ".type must be \"function\", got " + type->dump());
     }
-    const json* fn = present(tool, "function");
+    const json* fn = field(tool, "function");
     if (fn == nullptr) throw invalid_param(param + ".function", param + ".function is required");
     validate_function(*fn, param + ".function");
   }

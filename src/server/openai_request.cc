@@ -7,6 +7,7 @@
 #include "io/ordered_json_parser.h"
 #include "server/api_error.h"
 #include "server/chat_tools.h"
+#include "server/json_field.h"
 #include "tokenizer/utf8.h"
 
 namespace qs {
@@ -16,11 +17,7 @@ using json = nlohmann::ordered_json;
 
 std::string type_name(const json& v) { return v.type_name(); }
 
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using json_field::field;  // the member unless absent or null
 
 double number_in(const json& body, const char* name, double lo, double hi, double fallback) {
   const json* v = field(body, name);

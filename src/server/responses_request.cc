@@ -2,6 +2,7 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/json_field.h"
 #include "server/responses_api.h"
 
 namespace qs {
@@ -9,11 +10,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-const ojson* field(const ojson& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using json_field::field;  // the member unless absent or null
 
 // Message content: a string or an array of input_text / output_text / text parts, joined.
 std::string content_text(const ojson& content, const std::string& param) {

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/json_field.h"
 
 namespace qs {
 namespace {
@@ -12,11 +13,7 @@ namespace {
 using json = nlohmann::ordered_json;
 using constrained::GrammarSource;
 
-const json* present(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using json_field::field;  // the member unless absent or null
 
 // A schema given as an object or as a JSON string holding one (vLLM accepts both).
 std::string schema_text(const json& v, const std::string& param) {
@@ -48,7 +45,7 @@ std::optional<StructuredOutput> from_response_format(const json& rf) {
   if (type == "text") return std::nullopt;
   if (type == "json_object") return StructuredOutput{GrammarSource::json_object(), "json_object", "response_format"};
   if (type == "json_schema") {
-    const json* js = present(rf, "json_schema");
+    const json* js = field(rf, "json_schema");
     if (js == nullptr || !js->is_object()) {
       throw invalid_param("response_format.json_schema", "response_format.json_schema must be an object with a schema");
     }
@@ -58,7 +55,7 @@ std::optional<StructuredOutput> from_response_format(const json& rf) {
     if (js->contains("strict") && !(*js)["strict"].is_null() && !(*js)["strict"].is_boolean()) {
       throw invalid_param("response_format.json_schema.strict", "response_format.json_schema.strict must be a boolean");
     }
-    const json* schema = present(*js, "schema");
+    const json* schema = field(*js, "schema");
     // OpenAI: an absent schema means any JSON object.
     if (schema == nullptr) return StructuredOutput{GrammarSource::json_object(), "json_schema", "response_format"};
     return StructuredOutput{GrammarSource::json_schema(schema_text(*schema, "response_format.json_schema.schema")),
@@ -74,11 +71,11 @@ std::optional<StructuredOutput> from_vllm(const json& so) {
     if (out) throw invalid_param("structured_outputs", "structured_outputs takes one of json, regex, choice, grammar, json_object");
     out = std::move(s);
   };
-  if (const json* v = present(so, "json")) set({GrammarSource::json_schema(schema_text(*v, "structured_outputs.json")), "json_schema", "structured_outputs.json"});
-  if (const json* v = present(so, "regex")) set({GrammarSource::regex(string_field(*v, "structured_outputs.regex")), "regex", "structured_outputs.regex"});
-  if (const json* v = present(so, "choice")) set(choices(*v, "structured_outputs.choice"));
-  if (const json* v = present(so, "grammar")) set({GrammarSource::gbnf(string_field(*v, "structured_outputs.grammar")), "grammar", "structured_outputs.grammar"});
-  if (const json* v = present(so, "json_object")) {
+  if (const json* v = field(so, "json")) set({GrammarSource::json_schema(schema_text(*v, "structured_outputs.json")), "json_schema", "structured_outputs.json"});
+  if (const json* v = field(so, "regex")) set({GrammarSource::regex(string_field(*v, "structured_outputs.regex")), "regex", "structured_outputs.regex"});
+  if (const json* v = field(so, "choice")) set(choices(*v, "structured_outputs.choice"));
+  if (const json* v = field(so, "grammar")) set({GrammarSource::gbnf(string_field(*v, "structured_outputs.grammar")), "grammar", "structured_outputs.grammar"});
+  if (const json* v = field(so, "json_object")) {
     if (!v->is_boolean()) throw invalid_param("structured_outputs.json_object", "structured_outputs.json_object must be a boolean");
     if (v->get<bool>()) set({GrammarSource::json_object(), "json_object", "structured_outputs.json_object"});
   }
@@ -107,14 +104,14 @@ std::optional<StructuredOutput> parse_structured_output(const json& body) {
     out = std::move(s);
     first = name;
   };
-  if (const json* v = present(body, "response_format")) take("response_format", from_response_format(*v));
-  if (const json* v = present(body, "structured_outputs")) take("structured_outputs", from_vllm(*v));
-  if (const json* v = present(body, "guided_json")) take("guided_json", StructuredOutput{GrammarSource::json_schema(schema_text(*v, "guided_json")), "json_schema", "guided_json"});
-  if (const json* v = present(body, "guided_regex")) take("guided_regex", StructuredOutput{GrammarSource::regex(string_field(*v, "guided_regex")), "regex", "guided_regex"});
-  if (const json* v = present(body, "guided_choice")) take("guided_choice", choices(*v, "guided_choice"));
-  if (const json* v = present(body, "guided_grammar")) take("guided_grammar", StructuredOutput{GrammarSource::gbnf(string_field(*v, "guided_grammar")), "grammar", "guided_grammar"});
-  if (const json* v = present(body, "json_schema")) take("json_schema", StructuredOutput{GrammarSource::json_schema(schema_text(*v, "json_schema")), "json_schema", "json_schema"});
-  if (const json* v = present(body, "grammar")) take("grammar", StructuredOutput{GrammarSource::gbnf(string_field(*v, "grammar")), "grammar", "grammar"});
+  if (const json* v = field(body, "response_format")) take("response_format", from_response_format(*v));
+  if (const json* v = field(body, "structured_outputs")) take("structured_outputs", from_vllm(*v));
+  if (const json* v = field(body, "guided_json")) take("guided_json", StructuredOutput{GrammarSource::json_schema(schema_text(*v, "guided_json")), "json_schema", "guided_json"});
+  if (const json* v = field(body, "guided_regex")) take("guided_regex", StructuredOutput{GrammarSource::regex(string_field(*v, "guided_regex")), "regex", "guided_regex"});
+  if (const json* v = field(body, "guided_choice")) take("guided_choice", choices(*v, "guided_choice"));
+  if (const json* v = field(body, "guided_grammar")) take("guided_grammar", StructuredOutput{GrammarSource::gbnf(string_field(*v, "guided_grammar")), "grammar", "guided_grammar"});
+  if (const json* v = field(body, "json_schema")) take("json_schema", StructuredOutput{GrammarSource::json_schema(schema_text(*v, "json_schema")), "json_schema", "json_schema"});
+  if (const json* v = field(body, "grammar")) take("grammar", StructuredOutput{GrammarSource::gbnf(string_field(*v, "grammar")), "grammar", "grammar"});
   return out;
 }
 
@@ -126,7 +123,7 @@ std::optional<StructuredOutput> tool_choice_grammar(const json& tools, const jso
     if (c == "auto" || c == "none") return std::nullopt;
     if (c != "required") throw invalid_param("tool_choice", "tool_choice must be auto, none, required or a function object, got " + c);
   } else if (tool_choice.is_object()) {
-    const json* fn = present(tool_choice, "function");
+    const json* fn = field(tool_choice, "function");
     if (tool_choice.value("type", "") != "function" || fn == nullptr || !fn->is_object() || !fn->contains("name") ||
         !(*fn)["name"].is_string()) {
       throw invalid_param("tool_choice", "tool_choice object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
@@ -140,14 +137,14 @@ std::optional<StructuredOutput> tool_choice_grammar(const json& tools, const jso
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     const std::string param = "tools[" + std::to_string(i) + "]";
-    const json* fn = t.is_object() ? present(t, "function") : nullptr;
+    const json* fn = t.is_object() ? field(t, "function") : nullptr;
     if (fn == nullptr || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
       throw invalid_param(param, param + " must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": ...}}");
     }
     const std::string name = (*fn)["name"].get<std::string>();
     if (!forced.empty() && name != forced) continue;
     json entry = {{"name", name}};
-    if (const json* p = present(*fn, "parameters")) {
+    if (const json* p = field(*fn, "parameters")) {
       if (!p->is_object()) throw invalid_param(param + ".function.parameters", param + ".function.parameters must be a JSON schema object");
       entry["parameters"] = *p;
     } else {
