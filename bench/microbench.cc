@@ -10,7 +10,7 @@
 //                             GB_per_s = weight bytes / time / 1e9; pct_of_read_bw = that as a
 //                             percent of ReadBandwidth with the same T (measured once, best of 3).
 //   Gemm/<TYPE>/tokens:N/threads:T  Y = X W^T, W [2560, 2560], N tokens (N = 1..16: batched
-//                             decode steps, 64: prefill).
+//                             decode steps, 64 and 512: prefill chunks).
 //                             GFLOP_per_s = 2 * N * 2560 * 2560 / time / 1e9.
 //   PrefillAttention/tokens:N/tile:T  causal attention of one layer over a prefill of N tokens
 //                             (Qwen3-4B: 32 query heads, 8 KV heads, head_dim 128, F16 KV cache),
@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
     gemv->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
     auto* gemm = benchmark::RegisterBenchmark(("Gemm/" + name).c_str(), BM_Gemm, type);
     for (int64_t t : thread_counts) {
-      for (int64_t tokens : {1, 2, 3, 4, 5, 6, 8, 16, 64}) gemm->Args({tokens, t});  // decode, verify steps .. prefill
+      for (int64_t tokens : {1, 2, 3, 4, 5, 6, 8, 16, 64, 512}) gemm->Args({tokens, t});  // decode, verify steps .. prefill
     }
     gemm->ArgNames({"tokens", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
   }

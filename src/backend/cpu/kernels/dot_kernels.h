@@ -38,18 +38,25 @@ using RowDotFn = void (*)(int64_t n, const void* weight_row, const void* act, si
 /// the same table (so matmul may use either), bit-identical whatever n_rows / n_act.
 using TileDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act,
                            size_t act_stride, int n_act, float* y, size_t y_stride);
-/// Repack-and-multiply over one group of n_rows <= kGroupRows weight rows (gemm_r8_avx2.cc): the
-/// rows are interleaved into `scratch` (bytes_per_block bytes per 256 inputs, 32-byte aligned),
+/// Repack-and-multiply over one group of n_rows <= GroupGemm::rows weight rows (gemm_r8_*.cc): the
+/// rows are interleaved into `scratch` (bytes_per_block bytes per 256 inputs, 64-byte aligned),
 /// then y[t * y_stride + r] = sum_i W_r[i] * A_t[i] for every t < n_act. Bit-identical to the
 /// RowDotFn / TileDotFn of the same table, so matmul picks whichever is faster.
 using GroupGemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* act,
                              size_t act_stride, int n_act, float* y, size_t y_stride, uint8_t* scratch);
 inline constexpr int kGroupRows = 8;
-inline constexpr size_t kMaxGroupGemmBytesPerBlock = 4864;  // the largest bytes_per_block (Q8_0: 8 x 608)
+inline constexpr int kMaxGroupRows = 16;
+/// The largest bytes_per_block of any GroupGemm (Q8_0 at the AVX-512 VNNI level: 16 rows x 8
+/// blocks x 44 bytes; the AVX2 Q8_0 GEMM needs 8 x 608).
+inline constexpr size_t kMaxGroupGemmBytesPerBlock = 5632;
 struct GroupGemm {
   GroupGemmFn fn = nullptr;
   size_t bytes_per_block = 0;  // scratch bytes per 256 input features
   int min_tokens = 0;          // batches of at least this many tokens are faster through fn
+  int rows = kGroupRows;       // weight rows per call (<= kMaxGroupRows, divides kRowsPerTile)
+  /// fn reads Q8_0A activations whose int8 quants have their sign bit flipped (q + 128 as uint8,
+  /// for vpdpbusd's unsigned operand); matmul flips them once per call before the first group.
+  bool unsigned_activations = false;
 };
 using QuantizeQ8_0AFn = void (*)(const float* x, BlockQ8_0A* dst, int64_t n);
 using QuantizeQ8_KFn = void (*)(const float* x, BlockQ8_K* dst, int64_t n);

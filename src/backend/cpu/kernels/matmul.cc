@@ -13,6 +13,13 @@ namespace {
 size_t max_activation_row_bytes(int64_t in) {
   return static_cast<size_t>((in + kBlockK - 1) / kBlockK) * sizeof(BlockQ8_K);
 }
+
+// qs[i] ^= 0x80 for every quant of n_blocks blocks: q in -127..127 becomes q + 128 read as uint8.
+void flip_sign_bits(BlockQ8_0A* blocks, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int8_t& q : blocks[b].qs) q = static_cast<int8_t>(static_cast<uint8_t>(q) ^ 0x80u);
+  }
+}
 }  // namespace
 
 MatmulScratch::MatmulScratch(int n_threads, int64_t max_in_features, int64_t max_tokens)
@@ -21,11 +28,11 @@ MatmulScratch::MatmulScratch(int n_threads, int64_t max_in_features, int64_t max
       max_tokens_(std::max<int64_t>(1, max_tokens)),
       repack_bytes_(static_cast<size_t>((max_in_features + kBlockK - 1) / kBlockK) * kMaxGroupGemmBytesPerBlock),
       buffer_(max_activation_row_bytes(max_in_features) * static_cast<size_t>(max_tokens_)),
-      repack_(repack_bytes_ * static_cast<size_t>(n_threads_) + 32) {}
+      repack_(repack_bytes_ * static_cast<size_t>(n_threads_) + 64) {}
 
 uint8_t* MatmulScratch::repack_buffer(int thread) {
   const auto base = reinterpret_cast<uintptr_t>(repack_.data());
-  const uintptr_t aligned = (base + 31) & ~uintptr_t{31};
+  const uintptr_t aligned = (base + 63) & ~uintptr_t{63};
   return reinterpret_cast<uint8_t*>(aligned) + repack_bytes_ * static_cast<size_t>(thread);
 }
 
@@ -43,7 +50,8 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
   const TileDotFn tile = kernels.tile_dot(weight.dtype);
   const GroupGemm gemm = kernels.group_gemm(weight.dtype);
   const bool gemm_fits = gemm.fn != nullptr && pool.n_threads() <= scratch.n_threads() &&
-                         gemm.bytes_per_block <= kMaxGroupGemmBytesPerBlock;
+                         gemm.bytes_per_block <= kMaxGroupGemmBytesPerBlock && gemm.rows >= 1 &&
+                         kRowsPerTile % gemm.rows == 0;
   const size_t weight_stride = row_bytes(weight.dtype, in);        // throws for partial blocks
   if (in > scratch.max_in_features()) {
     throw Error("matmul: weight '" + weight.name + "' is wider than the scratch buffers");
@@ -56,13 +64,17 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
   for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk_tokens) {
     const int64_t nt = std::min(chunk_tokens, n_tokens - t0);
     const uint8_t* act = reinterpret_cast<const uint8_t*>(x + t0 * in);
+    const bool use_gemm = gemm_fits && nt >= gemm.min_tokens;
+    const bool flip_signs = use_gemm && gemm.unsigned_activations;  // only Q8_0A rows (see GroupGemm)
     if (!float_act) {
       uint8_t* buffer = scratch.activations();
       pool.parallel_for(nt, [&](int64_t begin, int64_t end, int) {
         for (int64_t t = begin; t < end; ++t) {
           const float* row = x + (t0 + t) * in;
           if (format == ActivationFormat::kQ8_0A) {
-            kernels.quantize_q8_0a(row, reinterpret_cast<BlockQ8_0A*>(buffer + t * act_stride), in);
+            auto* blocks = reinterpret_cast<BlockQ8_0A*>(buffer + t * act_stride);
+            kernels.quantize_q8_0a(row, blocks, in);
+            if (flip_signs) flip_sign_bits(blocks, in / kBlockQ8_0);
           } else {
             kernels.quantize_q8_k(row, reinterpret_cast<BlockQ8_K*>(buffer + t * act_stride), in);
           }
@@ -70,15 +82,14 @@ void matmul_with(const DotKernels& kernels, const TensorView& weight, const floa
       });
       act = buffer;
     }
-    const bool use_gemm = gemm_fits && nt >= gemm.min_tokens;
     pool.parallel_for(n_tiles, [&](int64_t tile_begin, int64_t tile_end, int thread) {
       float dots[kTokensPerTile];
       const int64_t row_begin = tile_begin * kRowsPerTile;
       const int64_t row_end = std::min(out, tile_end * kRowsPerTile);
       if (use_gemm) {
         uint8_t* repacked = scratch.repack_buffer(thread);
-        for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroupRows) {
-          const int n_rows = static_cast<int>(std::min<int64_t>(row_end - r0, kGroupRows));
+        for (int64_t r0 = row_begin; r0 < row_end; r0 += gemm.rows) {
+          const int n_rows = static_cast<int>(std::min<int64_t>(row_end - r0, gemm.rows));
           float* yt = y + t0 * out + r0;
           gemm.fn(in, weight.data + r0 * weight_stride, weight_stride, n_rows, act, act_stride,
                   static_cast<int>(nt), yt, static_cast<size_t>(out), repacked);

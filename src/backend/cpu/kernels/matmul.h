@@ -14,8 +14,9 @@
 // kTokensPerTile so a group's activations (~8 x 1.1 x in bytes) stay in L1/L2 while the tile's
 // rows (16 rows) stay in L2, and the row dot runs per row. Batches of at least
 // GroupGemm::min_tokens tokens of a type with a repacking GEMM (Q4_K, Q6_K, Q8_0 on AVX2) go
-// through it instead, 8 rows at a time (gemm_r8_avx2.cc), each thread repacking into its own
-// scratch. Every weight byte is read from memory once per
+// through it instead, GroupGemm::rows rows at a time (8 in gemm_r8_avx2.cc, 16 for Q8_0 at the
+// AVX-512 VNNI level), each thread repacking into its own scratch; a GEMM that wants unsigned
+// activations (GroupGemm::unsigned_activations) gets the chunk's quants sign-flipped once. Every weight byte is read from memory once per
 // call (per max_tokens tokens when the batch exceeds the scratch). No allocation, no locks.
 // Results are bit-identical whatever n_tokens, the token grouping or the thread count.
 #pragma once
@@ -34,7 +35,7 @@ inline constexpr int64_t kDefaultScratchTokens = 64;
 
 /// Buffers sized once: the quantized activations of up to `max_tokens` rows of
 /// `max_in_features` (shared by all threads) and one repacked 8-row weight group per thread
-/// (kMaxGroupGemmBytesPerBlock bytes per 256 inputs, ~185 KB per thread at 9728 inputs).
+/// (kMaxGroupGemmBytesPerBlock bytes per 256 inputs, ~214 KB per thread at 9728 inputs).
 class MatmulScratch {
  public:
   MatmulScratch(int n_threads, int64_t max_in_features, int64_t max_tokens = kDefaultScratchTokens);
