@@ -122,8 +122,13 @@ struct Q80R16Kernels {
   }
 };
 
-// Crossover against the row-major VNNI tiles at this level: see the closing comment of
-// avx512_vnni_q8_0_group_gemm's measurement in bench/microbench.cc (Gemm/Q8_0/tokens:N).
+// Crossover against the row-major VNNI tiles of this level (2026-12-02, Intel Xeon, 2 threads,
+// a CI build running beside it). Microbench Gemm/Q8_0/tokens:N/threads:1 (2560 x 2560, weights
+// L3-resident), builds with min_tokens 5 and 2: 2 tokens 0.35 ms row-major vs 0.45 repacked, 3
+// tokens 0.51-0.54 vs 0.48, 4 tokens 0.57-0.60 vs 0.48. Whole 4B Q8_0 model (weights from DRAM,
+// `bench -p 64 -n 0 --spec-verify 4 -t 2 -r 2`, two rounds each): 3 tokens 393 / 404 ms
+// row-major vs 373 / 367 repacked, 4 tokens 340 / 375 vs 387 / 383. The per-call repack of weights
+// streamed from DRAM costs more than the microbench shows, so 5 stays the threshold.
 constexpr int kQ80R16MinTokens = 5;
 
 }  // namespace
