@@ -186,9 +186,9 @@ void HttpServer::register_routes() {
   };
   get("/health", [](Req, Res res) { handle_health(res); });
   get("/ready", [this](Req, Res res) { handle_ready(accepting_requests(), res); });
-  get("/v1/models", [this](Req, Res res) { handle_list_models(options_, engine_.context_tokens(), res); });
+  get("/v1/models", [this](Req, Res res) { handle_list_models(options_, engine_.context_tokens(), created_unix_s_, res); });
   get(R"(/v1/models/(.+))", [this](Req req, Res res) {
-    handle_retrieve_model(req.matches[1], options_, engine_.context_tokens(), res);
+    handle_retrieve_model(req.matches[1], options_, engine_.context_tokens(), created_unix_s_, res);
   });
   get("/metrics", [this](Req, Res res) { handle_metrics(engine_.stats(), metrics_, res); });
   get("/stats", [this](Req, Res res) { handle_stats(engine_.stats(), metrics_, res); });

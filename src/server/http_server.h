@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -124,6 +125,9 @@ class HttpServer {
   bool accepting_requests() const { return ready_.load() && !draining_.load(); }
   int bound_port_ = 0;
   bool bound_ = false;
+  // When the server was built (Unix seconds): the "created" of /v1/models.
+  int64_t created_unix_s_ = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
   std::atomic<bool> stop_requested_{false};
 };
 

@@ -109,6 +109,11 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
     if (!m->is_string()) throw invalid_param("model", "model must be a string");
     f.model = m->get<std::string>();
   }
+  // "user" (an end-user id for abuse monitoring) is not used here, but a non-string is a client
+  // bug OpenAI rejects too.
+  if (const json* user = field(body, "user"); user != nullptr && !user->is_string()) {
+    throw invalid_param("user", std::string("user must be a string, not ") + user->type_name());
+  }
   auto max_tokens = integer_in(body, "max_completion_tokens", 1, INT32_MAX);
   if (!max_tokens) max_tokens = integer_in(body, "max_tokens", 1, INT32_MAX);
   if (max_tokens) f.max_tokens = static_cast<int32_t>(*max_tokens);
@@ -291,6 +296,9 @@ ChatRequest parse_chat_request(const json& body, int32_t vocab_size) {
   r.fields = parse_generation_fields(body, vocab_size);
   r.fields.logprobs = boolean(body, "logprobs", false);
   r.fields.top_logprobs = static_cast<int32_t>(integer_in(body, "top_logprobs", 0, 20).value_or(0));
+  if (r.fields.top_logprobs > 0 && !r.fields.logprobs) {  // as vLLM: the alternatives would be dropped
+    throw invalid_param("top_logprobs", "top_logprobs needs logprobs: true");
+  }
   r.messages = parse_messages(body);
   if (const json* tools = field(body, "tools")) {
     validate_chat_tools(*tools);  // always: the chat template prints every tool into the prompt

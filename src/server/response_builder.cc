@@ -42,9 +42,19 @@ json chat_logprob(const TokenLogprob& lp, const Tokenizer& tokenizer) {
   return out;
 }
 
-// Completions logprobs: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
-json completion_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tokenizer,
-                         size_t text_offset) {
+// Characters (Unicode code points) in UTF-8 bytes: the bytes that are not continuation bytes
+// (10xxxxxx), so a token holding part of a character counts only the part that starts it.
+size_t utf8_chars(std::string_view bytes) {
+  size_t n = 0;
+  for (const unsigned char b : bytes) n += (b & 0xC0u) != 0x80u ? 1 : 0;
+  return n;
+}
+
+// Completions logprobs: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}. text_offset
+// is where each token starts in the choice's text in characters (as OpenAI's and vLLM's, which
+// count Python str characters); `text_offset` is the offset of the first token and, on return,
+// of the token after the last.
+json completion_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tokenizer, size_t& text_offset) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
   for (const auto& lp : lps) {
@@ -55,7 +65,7 @@ json completion_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& 
     for (const auto& [token, logprob] : lp.top) alternatives[token_bytes_or_empty(tokenizer, token)] = logprob;
     top.push_back(alternatives);
     offsets.push_back(text_offset);
-    text_offset += bytes.size();
+    text_offset += utf8_chars(bytes);
   }
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
           {"text_offset", offsets}};
@@ -128,7 +138,8 @@ json build_response(const GenerationJob& job, const std::vector<ChoiceState>& ch
     } else {
       const std::string prefix = job.echo ? job.prompt_text : std::string();
       choice["text"] = prefix + c.text;
-      choice["logprobs"] = job.logprobs ? completion_logprobs(c.logprobs, tokenizer, prefix.size()) : json(nullptr);
+      size_t offset = utf8_chars(prefix);
+      choice["logprobs"] = job.logprobs ? completion_logprobs(c.logprobs, tokenizer, offset) : json(nullptr);
     }
     choice["finish_reason"] = finish_reason;
     if (job.report_stop_cause) choice["stop_cause"] = c.stop_cause;
@@ -143,7 +154,7 @@ json build_response(const GenerationJob& job, const std::vector<ChoiceState>& ch
 }
 
 StreamEncoder::StreamEncoder(const GenerationJob& job, const Tokenizer& tokenizer, size_t n_choices)
-    : job_(job), tokenizer_(tokenizer) {
+    : job_(job), tokenizer_(tokenizer), text_offsets_(n_choices, 0) {
   for (size_t i = 0; i < n_choices; ++i) {
     splitters_.push_back(job.split_reasoning ? std::make_unique<chat::ReasoningStreamSplitter>() : nullptr);
     tool_parsers_.push_back(job.parse_tool_calls ? std::make_unique<chat::ToolCallStreamParser>() : nullptr);
@@ -183,7 +194,7 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
   if (job_.api == GenerationJob::Api::kCompletion) {
     if (event.text.empty() && !finished) return {};
     json choice = {{"index", index}, {"text", event.text}, {"finish_reason", nullptr}};
-    choice["logprobs"] = job_.logprobs ? completion_logprobs(event.logprobs, tokenizer_, 0) : json(nullptr);
+    choice["logprobs"] = job_.logprobs ? completion_logprobs(event.logprobs, tokenizer_, text_offsets_[index]) : json(nullptr);
     if (finished) choice["finish_reason"] = state.finish_reason;
     return sse_data(chunk(choice));
   }

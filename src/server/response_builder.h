@@ -78,6 +78,9 @@ class StreamEncoder {
   std::vector<std::unique_ptr<chat::ReasoningStreamSplitter>> splitters_;
   // Per choice with tools: <tool_call> blocks -> OpenAI tool_calls deltas as they are generated.
   std::vector<std::unique_ptr<chat::ToolCallStreamParser>> tool_parsers_;
+  // Per choice (completions with logprobs): characters of the tokens streamed so far, where the
+  // next chunk's text_offset starts.
+  std::vector<size_t> text_offsets_;
 };
 
 /// "data: <json>\n\n".

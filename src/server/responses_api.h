@@ -55,7 +55,9 @@ class ResponsesStreamTranslator {
   nlohmann::json response_object(const std::string& status) const;
   std::string on_chunk(const nlohmann::json& chunk);
   std::string open_message();
-  std::string close_item();
+  /// Ends the open item with `status` ("completed"; "incomplete" for the item a reply cut at
+  /// max_output_tokens ended in); empty when no item is open.
+  std::string close_item(const char* status = "completed");
   std::string finish();
 
   std::string id_, model_;

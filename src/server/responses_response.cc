@@ -15,9 +15,11 @@ std::string id_with_prefix(const std::string& chat_id, const std::string& prefix
   return n == 0 ? id : id + "_" + std::to_string(n);
 }
 
+// status: "in_progress" (opened, no content yet), "completed", or "incomplete" (the reply was cut
+// at max_output_tokens: OpenAI marks that last item incomplete and keeps its text).
 json message_item(const std::string& id, const std::string& text, const char* status) {
   json content = json::array();
-  if (std::string(status) == "completed") content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", json::array()}});
+  if (std::string(status) != "in_progress") content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", json::array()}});
   return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"}, {"content", content}};
 }
 
@@ -57,7 +59,9 @@ json responses_body(const json& chat, const json& echo) {
   if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
   const std::string text = message.contains("content") && message["content"].is_string() ? message["content"].get<std::string>() : "";
   const bool has_calls = message.contains("tool_calls") && !message["tool_calls"].empty();
-  if (!text.empty() || !has_calls) r["output"].push_back(message_item(id_with_prefix(chat_id, "msg"), text, "completed"));
+  if (!text.empty() || !has_calls) {
+    r["output"].push_back(message_item(id_with_prefix(chat_id, "msg"), text, incomplete && !has_calls ? "incomplete" : "completed"));
+  }
   if (has_calls) {
     size_t n = 0;
     for (const auto& call : message["tool_calls"]) {
@@ -65,6 +69,7 @@ json responses_body(const json& chat, const json& echo) {
                                                call.at("function").at("name").get<std::string>(),
                                                call.at("function").at("arguments").get<std::string>(), "completed"));
     }
+    if (incomplete) r["output"].back()["status"] = "incomplete";  // the call the cut ended in
   }
   r["usage"] = responses_usage(chat.value("usage", json()));
   return r;
@@ -95,12 +100,12 @@ std::string ResponsesStreamTranslator::open_message() {
   return out;
 }
 
-std::string ResponsesStreamTranslator::close_item() {
+std::string ResponsesStreamTranslator::close_item(const char* status) {
   if (current_.is_null()) return {};
   const int64_t index = static_cast<int64_t>(output_.size());
   std::string out;
   json item = current_;
-  item["status"] = "completed";
+  item["status"] = status;
   if (current_["type"] == "message") {
     const json part = {{"type", "output_text"}, {"text", current_text_}, {"annotations", json::array()}};
     out += event({{"type", "response.output_text.done"}, {"item_id", item["id"]}, {"output_index", index},
@@ -174,12 +179,13 @@ std::string ResponsesStreamTranslator::finish() {
     r["error"] = error_;
     return event({{"type", "response.failed"}, {"response", r}});
   }
-  std::string out = close_item();
+  const bool incomplete = finish_reason_ == "length";
+  const char* last_status = incomplete ? "incomplete" : "completed";  // of the item the reply ended in
+  std::string out = close_item(last_status);
   if (output_.empty()) {  // an empty reply is one empty message
     out += open_message();
-    out += close_item();
+    out += close_item(last_status);
   }
-  const bool incomplete = finish_reason_ == "length";
   json r = response_object(incomplete ? "incomplete" : "completed");
   if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
   r["usage"] = responses_usage(usage_);

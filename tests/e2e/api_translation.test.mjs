@@ -119,6 +119,7 @@ test('responses.create: text answer equals the chat completion of the same conve
   assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
   assert.equal(r.status, ref.choices[0].finish_reason === 'length' ? 'incomplete' : 'completed');
   if (r.status === 'incomplete') assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  assert.equal(r.output[0].status, r.status, 'the one message item ends as the response does');
 });
 
 test('responses.create stream: documented event order, final response matches the deltas', async () => {

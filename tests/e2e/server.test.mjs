@@ -176,6 +176,9 @@ test('GET /health, /ready and /v1/models list the served name', async () => {
   assert.equal(res.status, 200, res.text);
   assert.equal(res.json.object, 'list');
   assert.ok(res.json.data.some((m) => m.id === SERVED && m.object === 'model'), res.text);
+  // created: a Unix time in seconds (OpenAI's model object), not 0; the server started this hour.
+  const now = Date.now() / 1000;
+  for (const m of res.json.data) assert.ok(m.created > now - 3600 && m.created <= now + 1, res.text);
   const models = [];
   for await (const m of client.models.list()) models.push(m.id);
   assert.deepEqual(models, [SERVED]);
@@ -514,6 +517,8 @@ test('400s name the offending param', async () => {
   await expect400(chat, { ...ok, stream: 'yes' }, 'stream');
   await expect400(chat, { ...ok, stop: 5 }, 'stop');
   await expect400(chat, { ...ok, top_logprobs: 21 }, 'top_logprobs');
+  await expect400(chat, { ...ok, top_logprobs: 2 }, 'top_logprobs');  // without logprobs: true
+  await expect400(chat, { ...ok, user: 5 }, 'user');
   await expect400('/v1/completions', { model: SERVED, max_tokens: 2 }, 'prompt');
   await expect400('/v1/completions', { model: SERVED, prompt: [1, -1], max_tokens: 2 }, 'prompt');
   await expect400('/v1/completions', { model: SERVED, prompt: 'hi', max_tokens: 0 }, 'max_tokens');

@@ -130,6 +130,17 @@ TEST(OpenAiRequest, ChatLogprobsIsABooleanWithTopLogprobs0To20) {
   expect_rejected(chat_body({{"logprobs", 1}}), "logprobs");
   expect_rejected(chat_body({{"logprobs", true}, {"top_logprobs", 21}}), "top_logprobs");
   expect_rejected(chat_body({{"logprobs", true}, {"top_logprobs", -1}}), "top_logprobs");
+  // OpenAI's reference: "logprobs must be set to true if this parameter is used" (vLLM: 400).
+  expect_rejected(chat_body({{"top_logprobs", 2}}), "top_logprobs");
+  expect_rejected(chat_body({{"logprobs", false}, {"top_logprobs", 1}}), "top_logprobs");
+  EXPECT_EQ(parse_chat_request(chat_body({{"top_logprobs", 0}}), kVocab).fields.top_logprobs, 0);
+}
+
+TEST(OpenAiRequest, UserIsAStringWhenPresent) {
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"user", "user-1234"}}), kVocab));
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"user", nullptr}}), kVocab));
+  expect_rejected(chat_body({{"user", 5}}), "user");
+  expect_rejected(chat_body({{"user", {{"id", "x"}}}}), "user");
 }
 
 TEST(OpenAiRequest, StreamOptionsIncludeUsage) {

@@ -181,6 +181,39 @@ TEST(ResponseBuilder, TextCompletionObjectWithEchoAndLogprobs) {
   expect_usage(body["usage"], 4, 3);
 }
 
+TEST(ResponseBuilder, TextOffsetCountsCharactersNotBytes) {
+  GenerationJob job = job_of(GenerationJob::Api::kCompletion);
+  job.echo = true;
+  job.prompt_text = "S\xC3\xA4g \xE2\x86\x92 ";  // "Säg → ": 6 characters (Python len), 9 bytes
+  job.logprobs = true;
+  ChoiceState c = finished_choice("Hello, world", 3, "length");
+  c.logprobs = hello_world_logprobs();
+  const json lp = build_response(job, {c}, test::qwen_tokenizer())["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["text_offset"], json({6, 11, 12})) << lp;
+}
+
+TEST(ResponseBuilder, StreamedTextOffsetsContinueAcrossChunks) {
+  GenerationJob job = job_of(GenerationJob::Api::kCompletion);
+  job.logprobs = true;
+  job.stream = true;
+  StreamEncoder encoder(job, test::qwen_tokenizer(), 1);
+  ChoiceState state;
+  std::vector<size_t> offsets;
+  const std::vector<TokenLogprob> all = hello_world_logprobs();
+  for (size_t i = 0; i < all.size(); ++i) {
+    EngineEvent event;
+    event.kind = EngineEvent::Kind::kDelta;
+    event.text = kHelloWorldTokens[i];
+    event.logprobs = {all[i]};
+    const std::string sse = encoder.event_chunks(0, event, state);
+    ASSERT_EQ(sse.rfind("data: ", 0), 0u) << sse;
+    const json chunk = json::parse(sse.substr(6));
+    for (const json& o : chunk["choices"][0]["logprobs"]["text_offset"]) offsets.push_back(o);
+  }
+  // "Hello" starts at 0, "," at 5, " world" at 6 of the streamed text "Hello, world".
+  EXPECT_EQ(offsets, (std::vector<size_t>{0, 5, 6}));
+}
+
 TEST(ResponseBuilder, TextCompletionWithoutLogprobsHasNull) {
   const json body = build_response(job_of(GenerationJob::Api::kCompletion), {finished_choice("x", 1, "stop")},
                                    test::qwen_tokenizer());

@@ -129,6 +129,12 @@ TEST(ResponsesBody, ToolCallsAreFunctionCallItemsAndLengthIsIncomplete) {
   const json cut = responses_body(chat_completion(R"("abc")", "length"), json::object());
   EXPECT_EQ(cut["status"], "incomplete");
   EXPECT_EQ(cut["incomplete_details"]["reason"], "max_output_tokens");
+  // OpenAI's Response object: the output message cut at max_output_tokens is "incomplete" too,
+  // and keeps the text generated so far.
+  ASSERT_EQ(cut["output"].size(), 1u);
+  EXPECT_EQ(cut["output"][0]["status"], "incomplete");
+  EXPECT_EQ(cut["output"][0]["content"][0]["text"], "abc");
+  EXPECT_EQ(r["output"][0]["status"], "completed");
 }
 
 std::vector<json> parse_events(const std::string& sse, std::vector<std::string>* names) {
@@ -209,6 +215,23 @@ TEST(ResponsesStream, ChatErrorBecomesErrorThenFailed) {
   EXPECT_EQ(names, (std::vector<std::string>{"response.created", "response.in_progress", "error", "response.failed"}));
   EXPECT_EQ(events.back()["response"]["status"], "failed");
   EXPECT_EQ(events.back()["response"]["error"]["message"], "boom");
+}
+
+TEST(ResponsesStream, ReplyCutAtMaxOutputTokensEndsIncompleteWithItsText) {
+  ResponsesStreamTranslator t("chatcmpl-abc", "served", 1, json::object());
+  std::string sse = t.translate(chunk({{"role", "assistant"}, {"content", ""}}));
+  sse += t.translate(chunk({{"content", "Hel"}}) + chunk(json::object(), "length"));
+  sse += t.translate(kUsage + "data: [DONE]\n\n");
+  std::vector<std::string> names;
+  const std::vector<json> events = parse_events(sse, &names);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(names.back(), "response.incomplete");
+  EXPECT_EQ(names[names.size() - 2], "response.output_item.done");
+  EXPECT_EQ(events[events.size() - 2]["item"]["status"], "incomplete");
+  const json& done = events.back()["response"];
+  EXPECT_EQ(done["status"], "incomplete");
+  EXPECT_EQ(done["output"][0]["status"], "incomplete");
+  EXPECT_EQ(done["output"][0]["content"][0]["text"], "Hel");
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ void expect_model_object(const json& m, const std::string& id) {
   EXPECT_EQ(m["id"], id);
   EXPECT_EQ(m["object"], "model");
   EXPECT_TRUE(m["created"].is_number_integer()) << m;
+  EXPECT_EQ(m["created"], 1764662400) << m;  // the time the server passed in
   EXPECT_TRUE(m["owned_by"].is_string()) << m;
 }
 
@@ -81,7 +82,7 @@ TEST(Routes, ModelListHasEachServedNameOnce) {
   options.served_model_name = "main";
   options.served_model_aliases = {"alias", "main", "alias"};
   httplib::Response res;
-  handle_list_models(options, 4096, res);
+  handle_list_models(options, 4096, 1764662400, res);
   EXPECT_EQ(res.status, 200);
   const json body = json_body(res);
   EXPECT_EQ(body["object"], "list");
@@ -96,12 +97,12 @@ TEST(Routes, RetrieveModelReturnsTheObjectOr404) {
   options.served_model_name = "main";
   options.served_model_aliases = {"alias"};
   httplib::Response res;
-  handle_retrieve_model("alias", options, 4096, res);
+  handle_retrieve_model("alias", options, 4096, 1764662400, res);
   EXPECT_EQ(res.status, 200);
   expect_model_object(json_body(res), "alias");
   const ApiError e = caught([&] {
     httplib::Response r;
-    handle_retrieve_model("gpt-4", options, 4096, r);
+    handle_retrieve_model("gpt-4", options, 4096, 1764662400, r);
   });
   EXPECT_EQ(e.status(), 404);
   EXPECT_EQ(e.param(), "model");
