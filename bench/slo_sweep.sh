@@ -4,6 +4,8 @@
 # at --max-num-seqs; the sweep then runs at the given multiples of C.
 #   bench/slo_sweep.sh MODEL SLO_MS [MULTIPLES] [REQUESTS] [INPUT] [OUTPUT]
 #   e.g. bench/slo_sweep.sh /tmp/models/small-f16.gguf 1000 "0.5 1 2 3" 60 256 64
+# QS_LOG_FORMAT=json QS_SERVE_LOG=FILE keeps the server's per-request log lines (predicted and measured
+# TTFT per request) in FILE.
 # Prints one loadtest JSON line per level (goodput against SLO_MS, TTFT percentiles of admitted
 # requests, 429 share and latency, server breakdown and TTFT prediction error, in ms and relative
 # to the prediction); bench/slo_sweep_table.py turns them into the closing-note table.
@@ -13,9 +15,9 @@ bin=${QS_BIN:-build/release/qwenserve}
 seqs=${QS_MAX_NUM_SEQS:-4}
 port=${QS_PORT:-18181}
 serve() {  # serve EXTRA_ARGS...
-  "$bin" serve --model "$model" --port "$port" --max-num-seqs "$seqs" --log-format none "$@" 2>/tmp/slo_sweep_serve.log &
+  "$bin" serve --model "$model" --port "$port" --max-num-seqs "$seqs" --log-format "${QS_LOG_FORMAT:-none}" "$@" 2>>"${QS_SERVE_LOG:-/tmp/slo_sweep_serve.log}" &
   pid=$!
-  until curl -sf "http://127.0.0.1:$port/ready" >/dev/null; do kill -0 "$pid" || { cat /tmp/slo_sweep_serve.log >&2; exit 1; }; sleep 0.5; done
+  until curl -sf "http://127.0.0.1:$port/ready" >/dev/null; do kill -0 "$pid" || { tail -20 "${QS_SERVE_LOG:-/tmp/slo_sweep_serve.log}" >&2; exit 1; }; sleep 0.5; done
 }
 stop() { kill "$pid"; wait "$pid" || true; }
 lt() { "$bin" loadtest --url "http://127.0.0.1:$port" --input-tokens "$input" --output-tokens "$output" \

@@ -80,7 +80,7 @@ void HttpServer::bind() {
   // library): a burst of connections then overflows it and the kernel drops SYNs, which clients
   // retry only after a second. Linux lets listen() raise the backlog of a listening socket.
   if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
-  request_deadline::configure({options_.request_head_timeout_s, options_.request_body_timeout_s});
+  request_deadline::configure({options_.request_head_timeout_s, options_.request_body_timeout_s}, options_.max_body_bytes);
   bound_ = true;
   workers_ = std::make_unique<HttpWorkerPool>(static_cast<size_t>(std::max(options_.http_threads, 1)));
 }
@@ -127,8 +127,11 @@ void HttpServer::register_routes() {
 
   // Runs after the headers are read and before the body is.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const bool chunked = !req.has_header("Content-Length") &&
+                         req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
     request_deadline::head_received(req.has_header("Content-Length") ? req.get_header_value("Content-Length") != "0"
-                                                                     : req.has_header("Transfer-Encoding"));
+                                                                     : req.has_header("Transfer-Encoding"),
+                                    chunked);
     if (const std::optional<HeaderRejection> rejection = check_request_headers(req, options_)) {
       answer_error(req, res, rejection->error);
       if (rejection->close_connection) res.set_header("Connection", "close");

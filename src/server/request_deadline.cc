@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -20,6 +21,11 @@ thread_local int t_served_socket = -1;
 // in the head phase) and the head bytes received so far.
 thread_local int t_head_socket = -1;
 thread_local size_t t_head_bytes = 0;
+// The same while a chunked body is read: the socket (-1 otherwise), the bytes received and the
+// most the body may take on the wire (wire_limit() of the --max-body-bytes given to configure()).
+thread_local int t_body_socket = -1;
+thread_local size_t t_body_bytes = 0;
+std::atomic<size_t> g_max_body_bytes{0};  // 0: no cap on chunked bodies
 
 constexpr char kHeadTooLarge[] =
     "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\n"
@@ -48,6 +54,17 @@ extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
       ::send(fd, kHeadTooLarge, sizeof kHeadTooLarge - 1, MSG_NOSIGNAL);
       ::shutdown(fd, SHUT_RDWR);
       t_head_socket = -1;
+      return 0;
+    }
+  }
+  if (n > 0 && fd == t_body_socket) {
+    t_body_bytes += static_cast<size_t>(n);
+    const size_t limit = g_max_body_bytes.load(std::memory_order_relaxed);
+    if (limit > 0 && t_body_bytes > qs::request_deadline::chunked_wire_limit(limit)) {
+      const std::string reply = qs::request_deadline::chunked_body_too_large_reply(limit);
+      ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::shutdown(fd, SHUT_RDWR);
+      t_body_socket = -1;
       return 0;
     }
   }
@@ -104,10 +121,12 @@ void watchdog() {
 
 thread_local int t_connection_socket = -1;
 
-void set_phase(Phase phase) {
+void set_phase(Phase phase, bool chunked_body = false) {
   if (t_connection == 0) return;
   t_head_socket = phase == Phase::kHead ? t_connection_socket : -1;
   t_head_bytes = 0;
+  t_body_socket = phase == Phase::kBody && chunked_body ? t_connection_socket : -1;
+  t_body_bytes = 0;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.connections.find(t_connection);
@@ -118,7 +137,18 @@ void set_phase(Phase phase) {
 
 }  // namespace
 
-void configure(const Timeouts& timeouts) {
+size_t chunked_wire_limit(size_t max_body_bytes) { return max_body_bytes + max_body_bytes / 8 + 4096; }
+
+std::string chunked_body_too_large_reply(size_t max_body_bytes) {
+  const std::string body = "{\"error\":{\"message\":\"chunked request body larger than " + std::to_string(max_body_bytes) +
+                           " bytes (--max-body-bytes)\",\"type\":\"invalid_request_error\",\"param\":null,"
+                           "\"code\":\"request_too_large\"}}";
+  return "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+void configure(const Timeouts& timeouts, size_t max_body_bytes) {
+  g_max_body_bytes.store(max_body_bytes, std::memory_order_relaxed);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.timeouts = timeouts;
@@ -162,6 +192,7 @@ void serve_connection(int fd, const std::function<void()>& serve) {
       t_served_socket = -1;
       t_connection_socket = -1;
       t_head_socket = -1;
+      t_body_socket = -1;
       if (id == 0) return;
       std::lock_guard<std::mutex> lock(s.mutex);
       auto it = s.connections.find(id);
@@ -172,7 +203,9 @@ void serve_connection(int fd, const std::function<void()>& serve) {
   serve();
 }
 
-void head_received(bool body_follows) { set_phase(body_follows ? Phase::kBody : Phase::kHandling); }
+void head_received(bool body_follows, bool chunked) {
+  set_phase(body_follows ? Phase::kBody : Phase::kHandling, body_follows && chunked);
+}
 void body_received() { set_phase(Phase::kHandling); }
 void response_sent() { set_phase(Phase::kHead); }
 

@@ -13,7 +13,11 @@
 // the connection.
 //
 // The same accounting caps the size of a request head (kMaxHeadBytes): this file also defines
-// recv(2), which counts the bytes read while a head is expected.
+// recv(2), which counts the bytes read while a head is expected. It also caps a chunked body
+// (Transfer-Encoding: chunked), which cpp-httplib 0.11 reads without any limit: past
+// chunked_wire_limit(max_body_bytes) bytes on the wire the client gets 413 request_too_large and
+// the connection is shut down. (A body with a Content-Length above the limit is refused from its
+// head, server/routes/pre_routing.h.)
 //
 // The HTTP server reports the phases from its handlers, always on the thread serving the
 // connection: head_received() in the pre-routing handler, body_received() once the body has been
@@ -23,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace qs::request_deadline {
 
@@ -35,9 +40,18 @@ struct Timeouts {
   double body_s = 30;  // whole body, from the end of the head; 0: no deadline
 };
 
-/// Sets the deadlines and starts the watchdog (once per process; later calls change the
-/// deadlines). Without a call, serve_connection only runs its task.
-void configure(const Timeouts& timeouts);
+/// Sets the deadlines and the chunked-body cap (`max_body_bytes`, 0: none) and starts the watchdog
+/// (once per process; later calls change them). Without a call, serve_connection only runs its task.
+void configure(const Timeouts& timeouts, size_t max_body_bytes = 0);
+
+/// Bytes a chunked body of at most `max_body_bytes` may take on the wire: the payload plus an
+/// allowance for the chunk framing (size lines and CRLFs: 1/8 of the limit + 4 KiB, i.e. chunks
+/// of ~64 bytes or more; a client sending smaller chunks gets 413 earlier) and for bytes of a
+/// pipelined next request read with the body's end.
+size_t chunked_wire_limit(size_t max_body_bytes);
+/// The complete HTTP 413 response (OpenAI-shaped JSON, Connection: close) sent for a chunked body
+/// over the cap.
+std::string chunked_body_too_large_reply(size_t max_body_bytes);
 
 /// The socket accept() returned last on this thread, or -1; resets it to -1.
 int take_accepted_socket();
@@ -51,7 +65,8 @@ int current_socket();
 void serve_connection(int fd, const std::function<void()>& serve);
 
 /// Phase changes of the connection served by the calling thread (no-ops on other threads).
-void head_received(bool body_follows);
+/// `chunked`: the body is sent with Transfer-Encoding: chunked (counted against the cap).
+void head_received(bool body_follows, bool chunked = false);
 void body_received();
 void response_sent();
 

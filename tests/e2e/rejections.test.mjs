@@ -239,6 +239,63 @@ test('a declared body above --max-body-bytes gets 413 at once; a POST without a 
   assert.equal(after.status, 200, 'the server keeps serving');
 });
 
+/**
+ * Writes `chunks` (stopping at the first write error), then half-closes unless `stall` (then it
+ * waits with the connection open); resolves with what came back.
+ */
+function rawExchange(port, chunks, { timeoutMs = 10000, stall = false } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1', async () => {
+      for (const c of chunks) {
+        if (sock.destroyed) break;
+        await new Promise((done) => sock.write(c, () => done()));
+      }
+      if (!sock.destroyed && !stall) sock.end();
+    });
+    let buf = Buffer.alloc(0);
+    const finish = () => {
+      clearTimeout(timer);
+      sock.destroy();
+      const text = buf.toString('latin1');
+      const head = text.indexOf('\r\n\r\n');
+      let json;
+      try { json = JSON.parse(text.slice(head + 4)); } catch { /* not JSON */ }
+      resolve({ status: Number(text.split(' ')[1]), headers: text.slice(0, head), json, text });
+    };
+    const timer = setTimeout(finish, timeoutMs);
+    sock.on('data', (d) => { buf = Buffer.concat([buf, d]); });
+    sock.on('end', finish);
+    sock.on('error', finish);  // a reset after the reply (the server shut the connection down)
+  });
+}
+
+test('a chunked body past --max-body-bytes gets 413; a body cut short of its Content-Length gets 408', async () => {
+  // cpp-httplib 0.11 reads chunked bodies without a limit; the server caps them on the wire.
+  const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n';
+  const piece = 'x'.repeat(1 << 20);
+  const chunks = [head + 'Transfer-Encoding: chunked\r\n\r\n'];
+  for (let i = 0; i < 12; ++i) chunks.push(`${piece.length.toString(16)}\r\n${piece}\r\n`);  // 12 MiB > 8 MiB
+  chunks.push('0\r\n\r\n');
+  const big = await rawExchange(server.port, chunks);
+  assert.equal(big.status, 413, big.text.slice(0, 300));
+  assert.equal(big.json?.error?.code, 'request_too_large', big.text.slice(0, 300));
+  // RFC 9110 15.5.9: the client stopped sending before its declared length; the server's 10-s
+  // read timeout ends the wait (a client that closes its side gets no reply at all).
+  const short = await rawExchange(server.port, [head + 'Content-Length: 100\r\n\r\n{"messages":'],
+                                  { stall: true, timeoutMs: 20000 });
+  assert.equal(short.status, 408, short.text);
+  assert.equal(short.json?.error?.code, 'request_timeout', short.text);
+  assert.match(short.json?.error?.message ?? '', /12 of 100 bytes/, short.text);
+  // A small chunked body still works.
+  const body = JSON.stringify({ model: SERVED, messages: MESSAGES, max_tokens: 2 });
+  const ok = await rawExchange(server.port, [head + 'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n',
+                                             `${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`],
+                                 { stall: true });  // a half-closed client counts as gone (disconnect probe)
+  assert.equal(ok.status, 200, ok.text);
+  const after = await server.post('/v1/chat/completions', { model: SERVED, messages: MESSAGES, max_tokens: 2 });
+  assert.equal(after.status, 200, 'the server keeps serving');
+});
+
 test('GET /v1/models/{model}: the model object for served names, 404 model_not_found otherwise', async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: 'unused' });
   for (const name of [SERVED, ALIAS]) {

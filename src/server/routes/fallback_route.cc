@@ -34,6 +34,23 @@ std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Res
                       "", "invalid_request_error", "method_not_allowed");
     }
   }
+  // httplib answers 400 when a body stops short of its Content-Length: the client stopped sending
+  // (its read timed out) or left. What the client is owed is 408 (RFC 9110 section 15.5.9).
+  if (res.status == 400 && req.has_header("Content-Length")) {
+    const std::string declared = req.get_header_value("Content-Length");  // digits (pre-routing checked)
+    if (req.body.size() < std::stoull(declared)) {
+      res.status = 408;
+      res.set_header("Connection", "close");  // the rest of the body may still come: no next request
+      return ApiError(408, "request body incomplete: " + std::to_string(req.body.size()) + " of " + declared +
+                               " bytes arrived (the client stopped sending, or closed)",
+                      "", "invalid_request_error", "request_timeout");
+    }
+  }
+  if (res.status == 400 && req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+    res.set_header("Connection", "close");
+    return ApiError(400, "the chunked request body could not be read (malformed chunk framing, or the client "
+                         "stopped sending)", "", "invalid_request_error", "invalid_body");
+  }
   const std::string message = res.status == 413   ? "request body exceeds " + std::to_string(max_body_bytes) + " bytes"
                               : res.status == 404 ? "no route for " + req.method + " " + req.path
                                                   : "HTTP error " + std::to_string(res.status);

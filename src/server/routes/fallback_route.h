@@ -21,7 +21,9 @@ namespace qs {
 /// (json_content_type_error in http_reply.h). A 404 for a
 /// path `routes` answers with other methods becomes 405 (RFC 9110 section 15.5.6): res.status
 /// 405, an Allow header listing them, and an error of type invalid_request_error, code
-/// method_not_allowed. Otherwise returns the error to answer with, of status res.status: 404
+/// method_not_allowed. A 400 for a body shorter than its Content-Length (the read timed out or the
+/// client left) becomes 408 code request_timeout; a 400 for a chunked body says so (code
+/// invalid_body). Otherwise returns the error to answer with, of status res.status: 404
 /// type not_found_error ("no route for METHOD PATH"), 413 code request_too_large, others
 /// "HTTP error N".
 std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Response& res,
