@@ -12,6 +12,10 @@
 #include <random>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "formats/dtype.h"
 #include "core/error.h"
 #include "formats/tensor.h"
@@ -41,25 +45,28 @@ float float_of(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-// binary16 conversions of the compiler's half type (libgcc's or compiler-rt's soft-float routines,
-// independent of formats/dtype.cc): _Float16 in gcc, __fp16 in clang 14 (which has no _Float16 on
-// x86; the sanitizer build uses clang).
-#if defined(__clang__)
-using CompilerHalf = __fp16;
+// binary16 conversions independent of formats/dtype.cc: gcc's _Float16 (libgcc's soft-float
+// routines); with clang 14 (the sanitizer build), which lowers __fp16 conversions on x86 to
+// compiler-rt's __gnu_f2h_ieee / __gnu_h2f_ieee that its link does not include, the F16C
+// instructions (the same IEEE binary16 conversion, round to nearest even, in hardware).
+#if defined(__clang__) && defined(__x86_64__)
+__attribute__((target("f16c"))) uint16_t to_half(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("f16c"))) float from_half(uint16_t bits) { return _cvtsh_ss(bits); }
 #else
-using CompilerHalf = _Float16;
-#endif
 uint16_t to_half(float f) {
-  const CompilerHalf h = static_cast<CompilerHalf>(f);
+  const _Float16 h = static_cast<_Float16>(f);
   uint16_t bits;
   std::memcpy(&bits, &h, sizeof bits);
   return bits;
 }
 float from_half(uint16_t bits) {
-  CompilerHalf h;
+  _Float16 h;
   std::memcpy(&h, &bits, sizeof h);
   return static_cast<float>(h);
 }
+#endif
 
 std::vector<float> random_floats(size_t n, std::mt19937& rng, float std_dev = 1.0f) {
   std::normal_distribution<float> dist(0.0f, std_dev);
