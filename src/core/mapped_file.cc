@@ -25,6 +25,10 @@ const uint8_t* read_into_ram(int fd, const std::string& path, size_t size) {
   if (p == MAP_FAILED) {
     throw Error(path + ": cannot allocate " + std::to_string(size) + " bytes: " + std::strerror(errno));
   }
+  // Transparent huge pages where the kernel allows them (THP "madvise" mode is Debian's default):
+  // decode streams every weight byte per token, and 2 MiB pages cut the TLB misses of that stream
+  // (and the page faults of this read) 512-fold. Advice only: failure changes nothing.
+  ::madvise(p, size, MADV_HUGEPAGE);
   auto* dst = static_cast<uint8_t*>(p);
   size_t done = 0;
   while (done < size) {
