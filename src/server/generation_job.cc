@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "server/latency_breakdown.h"
 #include "server/response_builder.h"
+#include "server/slo_calibration.h"
 
 namespace qs {
 namespace {
@@ -73,6 +74,9 @@ metrics::RequestRecord make_record(const GenerationJob& job, const std::vector<C
 void finish_record(const GenerationJob& job, metrics::ServerMetrics& metrics,
                    const metrics::RequestRecord& record) {
   metrics.record_request(record);
+  if (record.status == 200 && record.ttft_ms && record.predicted_ttft_ms && job.slo_ttft_ms > 0) {
+    slo_calibration().record(*record.predicted_ttft_ms, *record.ttft_ms, job.slo_ttft_ms);
+  }
   if (job.log_format == GenerationJob::LogFormat::kJson) {
     const std::string line = metrics::request_log_line(record);
     std::fprintf(stderr, "%s\n", line.c_str());

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "server/api_error.h"
+#include "server/slo_calibration.h"
 
 namespace qs {
 
@@ -62,16 +63,19 @@ SloTicket admit_by_slo(GenerationJob& job, const Engine& engine, metrics::Server
   load.incoming.max_tokens += others.max_tokens;
   const double ahead_s = predict_ttft_s(load, prompt, job.priority, n);
   job.predicted_ttft_ms = spent_ms + ahead_s * 1000.0;
-  if (slo_admits(job.predicted_ttft_ms, spent_ms, job.slo_ttft_ms, engine_idle(load))) return ticket;
+  const double margin = slo_calibration().factor();  // >= 1 (server/slo_calibration.h)
+  const double judged_ms = job.predicted_ttft_ms * margin;
+  if (slo_admits(judged_ms, spent_ms, job.slo_ttft_ms, engine_idle(load))) return ticket;
   metrics.record_admission_rejection();
   metrics.record_slo_rejection();
-  char message[256];
+  char message[320];
   std::snprintf(message, sizeof message,
                 "server overloaded: predicted time to first token %.3f ms exceeds the TTFT SLO of %.3f ms "
-                "(slo_ttft_ms / --slo-ttft-ms); retry later",
-                job.predicted_ttft_ms, job.slo_ttft_ms);
+                "(slo_ttft_ms / --slo-ttft-ms; the prediction is the model's %.3f ms x %.3f, the margin of "
+                "its recent errors); retry later",
+                judged_ms, job.slo_ttft_ms, job.predicted_ttft_ms, margin);
   throw ApiError(429, message, "", "rate_limit_error", "slo_ttft_unattainable")
-      .with_retry_after(slo_retry_after_s(job.predicted_ttft_ms, job.slo_ttft_ms));
+      .with_retry_after(slo_retry_after_s(judged_ms, job.slo_ttft_ms));
 }
 
 }  // namespace qs

@@ -30,11 +30,13 @@ class SloTicket {
 
 /// Sets job.predicted_ttft_ms (milliseconds from the request's arrival: the time already spent
 /// preparing it plus predict_ttft_s of the engine's load snapshot), also without an SLO, so that
-/// the prediction error is visible. With an SLO T (job.slo_ttft_ms > 0) and a prediction P > T,
+/// the prediction error is visible. With an SLO T (job.slo_ttft_ms > 0) and a prediction P with
+/// q x P > T (q = slo_calibration().factor() >= 1, the margin of recent prediction errors:
+/// server/slo_calibration.h),
 /// counts an admission rejection and a TTFT SLO miss (qwenserve_slo_requests_total{slo="ttft",
 /// result="missed"}: the promise was not kept for this client) and throws ApiError 429 (type "rate_limit_error", code
-/// "slo_ttft_unattainable") with Retry-After max(1, ceil((P - T) / 1000)) seconds and a message
-/// giving P and T. Reads a snapshot only: never waits for an engine step.
+/// "slo_ttft_unattainable") with Retry-After max(1, ceil((q x P - T) / 1000)) seconds and a message
+/// giving q x P ("predicted time to first token"), T, P and q. Reads a snapshot only: never waits for an engine step.
 /// Recovery from a lockout: when the engine is idle (engine_idle: nothing running, queued, taken,
 /// submitted or being admitted by another request) and the time already spent is within T, the
 /// request is admitted whatever P says. Costs learned from a stalled step (a shared machine's)
