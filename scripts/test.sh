@@ -11,10 +11,11 @@
 #                              (qwenserve_thread_tests, the suites in $tsan_filter below) and the
 #                              HTTP server under the chaos e2e test
 #   scripts/test.sh soak [S]   scripts/soak.sh S (default 120) on the release build
-#   scripts/test.sh ci         release, 2 minutes of soak and the fuzz smoke (the fuzz targets of the
-#                              asan build), with the seconds of every stage (what .ci/run runs)
-#   scripts/test.sh ci-full    ci plus the asan unit tests and e2e subset and tsan (not yet measured
-#                              green within CI's budget: issue 16)
+#   scripts/test.sh ci         release, 2 minutes of soak and the asan stage (unit tests, the e2e
+#                              subset, the fuzz smoke), with the seconds of every stage (what
+#                              .ci/run runs)
+#   scripts/test.sh ci-full    ci plus tsan (not in CI: the chaos test under TSan stops on a race
+#                              TSan reports inside libcpp-httplib 0.11's streaming path, issue 16)
 #   scripts/test.sh all        release and asan (every ctest test under ASan, e2e included)
 #
 # The e2e subset under ASan: server.test.mjs (every route, streaming, disconnect mid-stream,
@@ -119,12 +120,6 @@ run_asan() {  # run_asan [full]: full = every ctest test
   run_fuzz 30
 }
 
-run_fuzz_build_and_smoke() {  # only the fuzz targets of the shared asan build, then the smoke
-  echo "== asan: configure and build the fuzz targets"
-  timed "asan fuzz targets build" build asan qwenserve_fuzz_targets
-  run_fuzz 30
-}
-
 run_fuzz() {
   timed "fuzz smoke" "$repo_root/scripts/fuzz.sh" smoke "${1:-30}"
 }
@@ -147,7 +142,7 @@ case "${1:-release}" in
   fuzz) run_fuzz "${2:-30}" ;;
   tsan) run_tsan ;;
   soak) timed "soak" "$repo_root/scripts/soak.sh" "${2:-120}" ;;
-  ci) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_fuzz_build_and_smoke ;;
+  ci) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_asan ;;
   ci-full) run_release; timed "soak" "$repo_root/scripts/soak.sh" 120; run_asan; run_tsan ;;
   all) run_release; run_asan full ;;
   *) echo "usage: scripts/test.sh [release|asan|fuzz [SECONDS]|tsan|soak [SECONDS]|ci|ci-full|all]" >&2; exit 2 ;;
