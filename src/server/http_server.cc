@@ -127,8 +127,7 @@ void HttpServer::register_routes() {
 
   // Runs after the headers are read and before the body is.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const bool chunked = !req.has_header("Content-Length") &&
-                         req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+    const bool chunked = !req.has_header("Content-Length") && has_chunked_body(req);
     request_deadline::head_received(req.has_header("Content-Length") ? req.get_header_value("Content-Length") != "0"
                                                                      : req.has_header("Transfer-Encoding"),
                                     chunked);

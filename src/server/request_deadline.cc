@@ -21,8 +21,9 @@ thread_local int t_served_socket = -1;
 // in the head phase) and the head bytes received so far.
 thread_local int t_head_socket = -1;
 thread_local size_t t_head_bytes = 0;
-// The same while a chunked body is read: the socket (-1 otherwise), the bytes received and the
-// most the body may take on the wire (wire_limit() of the --max-body-bytes given to configure()).
+// The same while a chunked body is read: the socket (-1 otherwise) and the bytes received; the
+// body may take chunked_wire_limit(g_max_body_bytes) on the wire (the --max-body-bytes given to
+// configure()).
 thread_local int t_body_socket = -1;
 thread_local size_t t_body_bytes = 0;
 std::atomic<size_t> g_max_body_bytes{0};  // 0: no cap on chunked bodies

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "server/routes/http_reply.h"
+#include "server/routes/pre_routing.h"
 
 namespace qs {
 
@@ -46,7 +47,7 @@ std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Res
                       "", "invalid_request_error", "request_timeout");
     }
   }
-  if (res.status == 400 && req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+  if (res.status == 400 && has_chunked_body(req)) {
     res.set_header("Connection", "close");
     return ApiError(400, "the chunked request body could not be read (malformed chunk framing, or the client "
                          "stopped sending)", "", "invalid_request_error", "invalid_body");

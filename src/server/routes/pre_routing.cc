@@ -27,6 +27,10 @@ HeaderRejection closing(ApiError error) { return {std::move(error), true}; }
 
 }  // namespace
 
+bool has_chunked_body(const httplib::Request& req) {
+  return req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+}
+
 std::optional<HeaderRejection> check_request_headers(const httplib::Request& req, const ServerOptions& options) {
   if (const std::optional<std::string> length = invalid_content_length(req)) {
     return closing(ApiError(400, "invalid Content-Length header '" + *length +
@@ -43,7 +47,7 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
                                        std::to_string(options.max_body_bytes) + " bytes (--max-body-bytes)",
                               "", "invalid_request_error", "request_too_large"));
     }
-  } else if (req.method == "POST" && req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
+  } else if (req.method == "POST" && !has_chunked_body(req)) {
     return closing(ApiError(411, "a POST needs a Content-Length header (or chunked transfer encoding)", "",
                             "invalid_request_error", "length_required"));
   }

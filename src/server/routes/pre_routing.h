@@ -18,6 +18,10 @@ struct HeaderRejection {
   bool close_connection = false;  // the body is left unread, so the connection cannot be reused
 };
 
+/// True when the request declares a chunked body (Transfer-Encoding containing "chunked"), which
+/// cpp-httplib reads when there is no Content-Length.
+bool has_chunked_body(const httplib::Request& req);
+
 /// The rejection of `req` from its headers, or nullopt when it may be routed:
 /// - Content-Length not one decimal number (RFC 9112 section 6.3: 1*DIGIT; several must agree):
 ///   400 invalid_content_length, connection closed;
