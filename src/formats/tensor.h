@@ -10,12 +10,18 @@
 
 namespace qs {
 
+/// How the bytes of a weight matrix are arranged: the file's rows of blocks, or 16-row interleaved
+/// groups made once at load by the CPU backend (backend/cpu/kernels/packed_rows.h), which only its
+/// matmul reads.
+enum class TensorLayout : uint8_t { kRowMajor, kPackedRows16 };
+
 struct TensorView {
   std::string name;            // name as stored in the file ("blk.0.attn_q.weight" or HF name)
   DType dtype = DType::F32;
   std::vector<int64_t> shape;  // outermost first, PyTorch order: a linear weight is [out, in]
   const uint8_t* data = nullptr;
   size_t size_bytes = 0;
+  TensorLayout layout = TensorLayout::kRowMajor;
 
   int64_t n_elements() const {
     int64_t n = 1;

@@ -26,7 +26,12 @@ const ModelConfig& CpuBackend::config() const {
 }
 
 std::string CpuBackend::describe() const {
-  return "cpu (" + std::to_string(pool_->n_threads()) + " threads, " + kernels::cpu_kernel_paths() + ")";
+  std::string packed;
+  if (runner_ && runner_->packed_tensors() > 0) {
+    packed = ", " + std::to_string(runner_->packed_tensors()) + " matrices packed in 16-row groups (" +
+             std::to_string(runner_->packed_bytes() >> 20) + " MiB)";
+  }
+  return "cpu (" + std::to_string(pool_->n_threads()) + " threads, " + kernels::cpu_kernel_paths() + packed + ")";
 }
 
 void CpuBackend::prepare(const ModelConfig& config, const ModelWeights& weights, const BackendLimits& limits) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "backend/cpu/kernels/dot_kernels.h"
 #include "backend/cpu/kernels/norm_rope.h"
 #include "backend/cpu/kernels/paged_attention.h"
 
@@ -23,6 +24,7 @@ ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights,
       pool_(pool),
       max_batch_tokens_(max_batch_tokens),
       max_context_tokens_(max_context_tokens),
+      packed_(weights, kernels::active_dot_kernels(), pool, PackedModelWeights::enabled_by_environment()),
       scratch_(pool.n_threads(),
                std::max({config.hidden_size, config.intermediate_size, config.q_dim()}),
                std::min<int64_t>(std::max<int64_t>(max_batch_tokens, 1), kMaxMatmulChunkTokens)) {
@@ -139,7 +141,7 @@ void ModelRunner::norm_rows(const float* x, const TensorView& weight, int64_t n_
 }
 
 void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv, int64_t layer) {
-  const LayerWeights& w = weights_.layers[layer];
+  const LayerWeights& w = packed_.weights().layers[layer];
   const int64_t n = batch.n_tokens();
   const int64_t hidden = config_.hidden_size;
   const int64_t d = config_.head_dim;
@@ -197,7 +199,7 @@ void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv
 }
 
 void ModelRunner::mlp_block(int64_t n, int64_t layer) {
-  const LayerWeights& w = weights_.layers[layer];
+  const LayerWeights& w = packed_.weights().layers[layer];
   const int64_t hidden = config_.hidden_size;
   const int64_t inter = config_.intermediate_size;
   norm_rows(x_.data(), *w.ffn_norm, n, h_.data());
@@ -217,7 +219,7 @@ void ModelRunner::compute_logits(const StepBatch& batch, float* logits) {
     const int64_t i = batch.logits_indices()[j];
     kernels::rms_norm(&x_[i * hidden], w, hidden, config_.rms_norm_eps, &last_h_[j * hidden]);
   }
-  kernels::matmul(*weights_.lm_head, last_h_.data(), batch.n_logits(), logits, pool_, scratch_);
+  kernels::matmul(*packed_.weights().lm_head, last_h_.data(), batch.n_logits(), logits, pool_, scratch_);
 }
 
 void ModelRunner::plan_attention_tiles(const StepBatch& batch) {

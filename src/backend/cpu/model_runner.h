@@ -18,6 +18,7 @@
 
 #include "backend/cpu/kernels/matmul.h"
 #include "backend/cpu/kv_storage.h"
+#include "backend/cpu/packed_weights.h"
 #include "backend/step_batch.h"
 #include "core/thread_pool.h"
 #include "model/model_config.h"
@@ -39,6 +40,9 @@ class ModelRunner {
   void forward(const StepBatch& batch, const CpuKvStorage& kv, float* logits);
 
   const ModelConfig& config() const { return config_; }
+  /// Matrices packed at load for the active kernels (packed_weights.h) and their bytes.
+  int packed_tensors() const { return packed_.packed_tensors(); }
+  size_t packed_bytes() const { return packed_.packed_bytes(); }
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
   int64_t max_context_tokens() const { return max_context_tokens_; }
 
@@ -59,6 +63,7 @@ class ModelRunner {
   ThreadPool& pool_;
   int64_t max_batch_tokens_;
   int64_t max_context_tokens_;
+  PackedModelWeights packed_;  // the matrices matmul reads (packed where the kernels can)
   kernels::MatmulScratch scratch_;
 
   // 1-D weights (norms, biases) converted to f32 once: keyed by tensor pointer.

@@ -257,6 +257,9 @@ const DotKernels* avx512_vnni_dot_kernels() {
     t.q8_0_tile = q8_0_tile;
     t.q6_k_tile = q6_k_tile;
     t.q8_0_gemm = avx512_vnni_q8_0_group_gemm();
+    t.q4_k_packed = avx512_vnni_packed_gemm(DType::Q4_K);
+    t.q6_k_packed = avx512_vnni_packed_gemm(DType::Q6_K);
+    t.q8_0_packed = avx512_vnni_packed_gemm(DType::Q8_0);
     return t;
   }();
   return &table;

@@ -58,6 +58,12 @@ struct GroupGemm {
   /// for vpdpbusd's unsigned operand); matmul flips them once per call before the first group.
   bool unsigned_activations = false;
 };
+/// Matmul over one 16-row group of a packed weight (packed_rows.h): y[t * y_stride + r] = sum_i
+/// W_r[i] * A_t[i] for r < n_rows, t < n_act, `group` the group's packed blocks, A_t at act + t *
+/// act_stride in the type's activation format and its prepared terms at extra + t * extra_stride
+/// (prepare_packed_activations). Bit-identical to the RowDotFn of the same type.
+using PackedGemmFn = void (*)(int64_t n, const uint8_t* group, int n_rows, const void* act, size_t act_stride,
+                              const int32_t* extra, size_t extra_stride, int n_act, float* y, size_t y_stride);
 using QuantizeQ8_0AFn = void (*)(const float* x, BlockQ8_0A* dst, int64_t n);
 using QuantizeQ8_KFn = void (*)(const float* x, BlockQ8_K* dst, int64_t n);
 
@@ -74,6 +80,10 @@ struct DotKernels {
   GroupGemm q4_k_gemm{};
   GroupGemm q6_k_gemm{};
   GroupGemm q8_0_gemm{};
+  /// Optional kernels on 16-row packed weights (nullptr: this level does not pack that type).
+  PackedGemmFn q4_k_packed = nullptr;
+  PackedGemmFn q6_k_packed = nullptr;
+  PackedGemmFn q8_0_packed = nullptr;
 
   /// The dot for `dtype`; throws qs::Error for unsupported types.
   RowDotFn row_dot(DType dtype) const;
@@ -83,6 +93,15 @@ struct DotKernels {
       case DType::Q8_0: return q8_0_tile;
       case DType::Q4_K: return q4_k_tile;
       case DType::Q6_K: return q6_k_tile;
+      default: return nullptr;
+    }
+  }
+  /// The packed-weight kernel for `dtype`, or nullptr.
+  PackedGemmFn packed_gemm(DType dtype) const {
+    switch (dtype) {
+      case DType::Q4_K: return q4_k_packed;
+      case DType::Q6_K: return q6_k_packed;
+      case DType::Q8_0: return q8_0_packed;
       default: return nullptr;
     }
   }
@@ -125,5 +144,8 @@ const DotKernels* avx512_vnni_dot_kernels();
 // Q8_0 repacking GEMM with vpdpbusd (gemm_r8_avx512_vnni.cc), bit-identical to the AVX2 one; empty
 // when the build has no such path.
 GroupGemm avx512_vnni_q8_0_group_gemm();
+// Kernels on 16-row packed weights (packed_rows_avx512_vnni.cc) for Q4_K, Q6_K, Q8_0; nullptr for
+// other types or when the build has no such path.
+PackedGemmFn avx512_vnni_packed_gemm(DType dtype);
 
 }  // namespace qs::kernels

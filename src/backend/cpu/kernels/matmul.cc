@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "backend/cpu/kernels/dot_kernels.h"
+#include "backend/cpu/kernels/packed_rows.h"
 
 namespace qs::kernels {
 
@@ -28,7 +29,9 @@ MatmulScratch::MatmulScratch(int n_threads, int64_t max_in_features, int64_t max
       max_tokens_(std::max<int64_t>(1, max_tokens)),
       repack_bytes_(static_cast<size_t>((max_in_features + kBlockK - 1) / kBlockK) * kMaxGroupGemmBytesPerBlock),
       buffer_(max_activation_row_bytes(max_in_features) * static_cast<size_t>(max_tokens_)),
-      repack_(repack_bytes_ * static_cast<size_t>(n_threads_) + 64) {}
+      repack_(repack_bytes_ * static_cast<size_t>(n_threads_) + 64),
+      extra_stride_(static_cast<size_t>((max_in_features + kBlockK - 1) / kBlockK * kPackedExtraPer256)),
+      extra_(extra_stride_ * static_cast<size_t>(max_tokens_)) {}
 
 uint8_t* MatmulScratch::repack_buffer(int thread) {
   const auto base = reinterpret_cast<uintptr_t>(repack_.data());
@@ -41,8 +44,67 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y
   matmul_with(active_dot_kernels(), weight, x, n_tokens, y, pool, scratch, bias);
 }
 
+namespace {
+// The packed path of matmul_with: activations quantized (and their packed terms prepared) once per
+// chunk of max_tokens tokens, then each thread runs its contiguous range of 16-row groups over all
+// tokens of the chunk (the kernel loops over 8-token sub-chunks, re-reading a group from L1/L2).
+void matmul_packed(const DotKernels& kernels, const TensorView& weight, const float* x, int64_t n_tokens, float* y,
+                   ThreadPool& pool, MatmulScratch& scratch, const float* bias) {
+  const int64_t out = weight.rows();
+  const int64_t in = weight.cols();
+  const PackedGemmFn fn = kernels.packed_gemm(weight.dtype);
+  if (fn == nullptr) {
+    throw Error("matmul: weight '" + weight.name + "' is packed in 16-row groups, which the " +
+                std::string(cpu_isa_name(kernels.isa)) + " kernels cannot read");
+  }
+  if (in > scratch.max_in_features()) {
+    throw Error("matmul: weight '" + weight.name + "' is wider than the scratch buffers");
+  }
+  const size_t group_bytes = packed_group_bytes(weight.dtype, in);  // throws for partial blocks
+  const ActivationFormat format = activation_format(weight.dtype);
+  const size_t act_stride = activation_row_bytes(format, in);
+  const size_t extra_stride = scratch.packed_extra_stride();
+  const int64_t n_groups = (out + kPackedRows - 1) / kPackedRows;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += scratch.max_tokens()) {
+    const int64_t nt = std::min(scratch.max_tokens(), n_tokens - t0);
+    uint8_t* act = scratch.activations();
+    int32_t* extra = scratch.packed_extra();
+    pool.parallel_for(nt, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) {
+        const float* row = x + (t0 + t) * in;
+        uint8_t* a = act + t * act_stride;
+        if (format == ActivationFormat::kQ8_0A) {
+          kernels.quantize_q8_0a(row, reinterpret_cast<BlockQ8_0A*>(a), in);
+        } else {
+          kernels.quantize_q8_k(row, reinterpret_cast<BlockQ8_K*>(a), in);
+        }
+        prepare_packed_activations(weight.dtype, a, in, extra + t * extra_stride);
+      }
+    });
+    pool.parallel_for(n_groups, [&](int64_t g_begin, int64_t g_end, int) {
+      for (int64_t g = g_begin; g < g_end; ++g) {
+        const int64_t r0 = g * kPackedRows;
+        const int n_rows = static_cast<int>(std::min<int64_t>(kPackedRows, out - r0));
+        float* yt = y + t0 * out + r0;
+        fn(in, weight.data + g * group_bytes, n_rows, act, act_stride, extra, extra_stride, static_cast<int>(nt), yt,
+           static_cast<size_t>(out));
+        if (bias != nullptr) {
+          for (int64_t t = 0; t < nt; ++t) {
+            for (int r = 0; r < n_rows; ++r) yt[t * out + r] += bias[r0 + r];
+          }
+        }
+      }
+    });
+  }
+}
+}  // namespace
+
 void matmul_with(const DotKernels& kernels, const TensorView& weight, const float* x, int64_t n_tokens,
                  float* y, ThreadPool& pool, MatmulScratch& scratch, const float* bias) {
+  if (weight.layout == TensorLayout::kPackedRows16) {
+    matmul_packed(kernels, weight, x, n_tokens, y, pool, scratch, bias);
+    return;
+  }
   const int64_t out = weight.rows();
   const int64_t in = weight.cols();
   const ActivationFormat format = activation_format(weight.dtype);  // throws for unknown types

@@ -45,6 +45,10 @@ class MatmulScratch {
   uint8_t* activations() { return buffer_.data(); }
   /// 32-byte aligned repack buffer of thread `thread` (< n_threads()).
   uint8_t* repack_buffer(int thread);
+  /// Per-token terms of the packed kernels (prepare_packed_activations): max_tokens() rows of
+  /// packed_extra_stride() int32.
+  int32_t* packed_extra() { return extra_.data(); }
+  size_t packed_extra_stride() const { return extra_stride_; }
 
  private:
   int n_threads_;
@@ -53,10 +57,14 @@ class MatmulScratch {
   size_t repack_bytes_;
   std::vector<uint8_t> buffer_;
   std::vector<uint8_t> repack_;
+  size_t extra_stride_;
+  std::vector<int32_t> extra_;
 };
 
 /// y = x W^T (+ bias when `bias` is not null: [out] f32), with the kernels of active_cpu_isa().
-/// Throws qs::Error if W's type is not supported, W.cols() exceeds the scratch width, or W.cols()
+/// A W with layout kPackedRows16 goes through the table's packed kernels, 16-row groups split
+/// over the threads, every token count (decode included) on the same kernel.
+/// Throws qs::Error if W's type (or packed layout) is not supported by the table, W.cols() exceeds the scratch width, or W.cols()
 /// is not a multiple of the type's block size.
 void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y,
             ThreadPool& pool, MatmulScratch& scratch, const float* bias = nullptr);
