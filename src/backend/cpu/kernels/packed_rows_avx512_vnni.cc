@@ -64,12 +64,15 @@ inline void pin(__m512i& v) { asm("" : "+v"(v)); }
 // the noise of each other.
 constexpr int kPrefetchL2 = 12288;
 constexpr int kPrefetchL1 = 1536;
+template <bool kPrefetch>
 __attribute__((always_inline)) inline void prefetch_line(const char* line) {
-  _mm_prefetch(line + kPrefetchL2, _MM_HINT_T1);
-  _mm_prefetch(line + kPrefetchL1, _MM_HINT_T0);
+  if constexpr (kPrefetch) {
+    _mm_prefetch(line + kPrefetchL2, _MM_HINT_T1);
+    _mm_prefetch(line + kPrefetchL1, _MM_HINT_T0);
+  }
 }
 
-template <int NT>
+template <int NT, bool kPrefetch>
 void q4_k_tokens(int64_t nb, const PackedQ4K16* w, const BlockQ8_K* const* a, const int32_t* const* ex, float* y,
                  size_t y_stride, int n_rows) {
   const __m512i low_mask = _mm512_set1_epi8(0x0F);
@@ -85,7 +88,7 @@ void q4_k_tokens(int64_t nb, const PackedQ4K16* w, const BlockQ8_K* const* a, co
       for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
-        prefetch_line(pf + 256 * j + 64 * v);
+        prefetch_line<kPrefetch>(pf + 256 * j + 64 * v);
         const __m512i p = load512(x.qs[j][v]);
         __m512i lo = _mm512_and_si512(p, low_mask);
         __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), low_mask);
@@ -100,11 +103,11 @@ void q4_k_tokens(int64_t nb, const PackedQ4K16* w, const BlockQ8_K* const* a, co
       const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.sc[j])));
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], sc));
     }
-    prefetch_line(pf + 2048);
-    prefetch_line(pf + 2048 + 64);
-    prefetch_line(pf + 2048 + 128);
-    prefetch_line(pf + 2048 + 192);
-    prefetch_line(pf + 2048 + 256);
+    prefetch_line<kPrefetch>(pf + 2048);
+    prefetch_line<kPrefetch>(pf + 2048 + 64);
+    prefetch_line<kPrefetch>(pf + 2048 + 128);
+    prefetch_line<kPrefetch>(pf + 2048 + 192);
+    prefetch_line<kPrefetch>(pf + 2048 + 256);
     __m512i mins[NT];
     for (int t = 0; t < NT; ++t) mins[t] = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
@@ -122,7 +125,7 @@ void q4_k_tokens(int64_t nb, const PackedQ4K16* w, const BlockQ8_K* const* a, co
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, _mm512_sub_ps(acc[t], macc[t]));
 }
 
-template <int NT>
+template <int NT, bool kPrefetch>
 void q6_k_tokens(int64_t nb, const PackedQ6K16* w, const BlockQ8_K* const* a, const int32_t* const* ex, float* y,
                  size_t y_stride, int n_rows) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
@@ -134,9 +137,9 @@ void q6_k_tokens(int64_t nb, const PackedQ6K16* w, const BlockQ8_K* const* a, co
     __m512i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
     for (int k = 0; k < 16; ++k) {
-      prefetch_line(pf + 128 * k);
-      prefetch_line(pf + 128 * k + 64);
-      prefetch_line(pf + 2048 + 64 * k);
+      prefetch_line<kPrefetch>(pf + 128 * k);
+      prefetch_line<kPrefetch>(pf + 128 * k + 64);
+      prefetch_line<kPrefetch>(pf + 2048 + 64 * k);
       const __m512i l0 = load512(x.ql[k][0]), l1 = load512(x.ql[k][1]), h = load512(x.qh[k]);
       __m512i q0 = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
       __m512i q1 = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
@@ -158,11 +161,11 @@ void q6_k_tokens(int64_t nb, const PackedQ6K16* w, const BlockQ8_K* const* a, co
         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s, sc));
       }
     }
-    prefetch_line(pf + 3072);
-    prefetch_line(pf + 3072 + 64);
-    prefetch_line(pf + 3072 + 128);
-    prefetch_line(pf + 3072 + 192);
-    prefetch_line(pf + 3072 + 256);
+    prefetch_line<kPrefetch>(pf + 3072);
+    prefetch_line<kPrefetch>(pf + 3072 + 64);
+    prefetch_line<kPrefetch>(pf + 3072 + 128);
+    prefetch_line<kPrefetch>(pf + 3072 + 192);
+    prefetch_line<kPrefetch>(pf + 3072 + 256);
     const __m512 d = load_f16x16(x.d);
     for (int t = 0; t < NT; ++t) {
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[t][b].d)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
@@ -172,7 +175,7 @@ void q6_k_tokens(int64_t nb, const PackedQ6K16* w, const BlockQ8_K* const* a, co
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, acc[t]);
 }
 
-template <int NT>
+template <int NT, bool kPrefetch>
 void q8_0_tokens(int64_t nb, const PackedQ8016* w, const BlockQ8_0A* const* a, const int32_t* const* ex, float* y,
                  size_t y_stride, int n_rows) {
   __m512 acc[2][NT];
@@ -188,7 +191,7 @@ void q8_0_tokens(int64_t nb, const PackedQ8016* w, const BlockQ8_0A* const* a, c
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         const int v = 4 * h + i;
-        prefetch_line(pf + 64 * v);
+        prefetch_line<kPrefetch>(pf + 64 * v);
         __m512i q = load512(x.qs[v]);
         pin(q);
         for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], q, bcast32(a[t][b].qs + 4 * v));
@@ -202,16 +205,16 @@ void q8_0_tokens(int64_t nb, const PackedQ8016* w, const BlockQ8_0A* const* a, c
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, _mm512_add_ps(acc[0][t], acc[1][t]));
 }
 
-// Runs K<NT> for NT = n (1 <= n <= kMax).
-template <template <int> class K, int kMax, typename... Args>
+// Runs K<NT, kPrefetch> for NT = n (1 <= n <= kMax).
+template <template <int, bool> class K, bool kPrefetch, int kMax, typename... Args>
 void run_tokens(int n, Args... args) {
   if constexpr (kMax > 1) {
     if (n < kMax) {
-      run_tokens<K, kMax - 1>(n, args...);
+      run_tokens<K, kPrefetch, kMax - 1>(n, args...);
       return;
     }
   }
-  K<kMax>::run(args...);
+  K<kMax, kPrefetch>::run(args...);
 }
 
 // PackedGemmFn: tokens in chunks of at most kMaxTokens, split evenly (10 tokens: 5 + 5 rather than
@@ -219,7 +222,8 @@ void run_tokens(int n, Args... args) {
 // is what fits the 32 vector registers: Q4_K / Q6_K 12 (per token one int32 sub-block sum and one
 // super-block total; the float accumulators live on the stack between super-blocks), Q8_0 8 (two
 // float accumulators per token).
-template <typename Packed, typename Act, int kElements, int kMaxTokens, template <int> class K>
+// Only the first chunk prefetches: later chunks find the group in L1 / L2.
+template <typename Packed, typename Act, int kElements, int kMaxTokens, template <int, bool> class K>
 void packed_gemm(int64_t n, const uint8_t* group, int n_rows, const void* act, size_t act_stride, const int32_t* extra,
                  size_t extra_stride, int n_act, float* y, size_t y_stride) {
   const int64_t nb = n / kElements;
@@ -235,31 +239,36 @@ void packed_gemm(int64_t n, const uint8_t* group, int n_rows, const void* act, s
       a[i] = reinterpret_cast<const Act*>(ab + (t0 + i) * act_stride);
       e[i] = extra + (t0 + i) * extra_stride;
     }
-    run_tokens<K, kMaxTokens>(nt, nb, w, static_cast<const Act* const*>(a), static_cast<const int32_t* const*>(e),
-                              y + t0 * y_stride, y_stride, n_rows);
+    if (c == 0) {
+      run_tokens<K, true, kMaxTokens>(nt, nb, w, static_cast<const Act* const*>(a),
+                                      static_cast<const int32_t* const*>(e), y + t0 * y_stride, y_stride, n_rows);
+    } else {
+      run_tokens<K, false, kMaxTokens>(nt, nb, w, static_cast<const Act* const*>(a),
+                                       static_cast<const int32_t* const*>(e), y + t0 * y_stride, y_stride, n_rows);
+    }
     t0 += nt;
   }
 }
 
-template <int NT>
+template <int NT, bool kPrefetch>
 struct Q4K {
   static void run(int64_t nb, const PackedQ4K16* w, const BlockQ8_K* const* a, const int32_t* const* e, float* y,
                   size_t s, int r) {
-    q4_k_tokens<NT>(nb, w, a, e, y, s, r);
+    q4_k_tokens<NT, kPrefetch>(nb, w, a, e, y, s, r);
   }
 };
-template <int NT>
+template <int NT, bool kPrefetch>
 struct Q6K {
   static void run(int64_t nb, const PackedQ6K16* w, const BlockQ8_K* const* a, const int32_t* const* e, float* y,
                   size_t s, int r) {
-    q6_k_tokens<NT>(nb, w, a, e, y, s, r);
+    q6_k_tokens<NT, kPrefetch>(nb, w, a, e, y, s, r);
   }
 };
-template <int NT>
+template <int NT, bool kPrefetch>
 struct Q80 {
   static void run(int64_t nb, const PackedQ8016* w, const BlockQ8_0A* const* a, const int32_t* const* e, float* y,
                   size_t s, int r) {
-    q8_0_tokens<NT>(nb, w, a, e, y, s, r);
+    q8_0_tokens<NT, kPrefetch>(nb, w, a, e, y, s, r);
   }
 };
 
