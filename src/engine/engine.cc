@@ -263,6 +263,12 @@ void Engine::retire(EngineSequence& seq) {
   if (was_waiting) n_waiting_.fetch_sub(1);
   seq.finished = true;
   n_in_flight_.fetch_sub(1);
+  // The published gauges follow at once (the rest at the end of the step): a client that has seen
+  // its request end must not read the freed blocks as still in use from /stats, /metrics or the
+  // degradation check (a stale count let a request that arrived right after be judged by it).
+  n_running_.store(static_cast<int64_t>(scheduler_.running().size()));
+  n_referenced_.store(blocks_.n_referenced());
+  n_cached_.store(blocks_.n_cached_unreferenced());
 }
 
 void Engine::finish(EngineSequence& seq, const std::string& reason, const std::string& stop_cause) {
