@@ -235,7 +235,6 @@ void Engine::publish_load() {
 
 void Engine::publish_stats() {
   publish_load();
-  n_running_.store(static_cast<int64_t>(scheduler_.running().size()));
   n_referenced_.store(blocks_.n_referenced());
   n_cached_.store(blocks_.n_cached_unreferenced());
   preemptions_pub_.store(preemptions_);
@@ -252,6 +251,8 @@ void Engine::publish_stats() {
   spec_accepted_pub_.store(spec_accepted_);
   spec_propose_s_pub_.store(spec_propose_s_);
   spec_propose_steps_pub_.store(spec_propose_steps_);
+  // Last: a reader that sees no running sequence also sees the totals of the step that ended them.
+  n_running_.store(static_cast<int64_t>(scheduler_.running().size()));
 }
 
 // Releases the sequence's blocks and takes it out of the scheduler; the final event follows.
@@ -263,10 +264,9 @@ void Engine::retire(EngineSequence& seq) {
   if (was_waiting) n_waiting_.fetch_sub(1);
   seq.finished = true;
   n_in_flight_.fetch_sub(1);
-  // The published gauges follow at once (the rest at the end of the step): a client that has seen
-  // its request end must not read the freed blocks as still in use from /stats, /metrics or the
+  // The block gauges follow at once (the rest at the end of the step): a client that has seen its
+  // request end must not read the freed blocks as still in use from /stats, /metrics or the
   // degradation check (a stale count let a request that arrived right after be judged by it).
-  n_running_.store(static_cast<int64_t>(scheduler_.running().size()));
   n_referenced_.store(blocks_.n_referenced());
   n_cached_.store(blocks_.n_cached_unreferenced());
 }
