@@ -54,8 +54,6 @@ inline __m512 load_f16x16(const uint16_t* p) {
 // Keeps v in a register as computed (see gemm_r8_common.h's pin).
 inline void pin(__m512i& v) { asm("" : "+v"(v)); }
 
-// Software prefetch this many bytes ahead of the weight stream (the next groups of a thread's
-// contiguous range follow in memory).
 // Two prefetches per weight line: into L2 kPrefetchL2 bytes ahead and into L1 kPrefetchL1 bytes
 // ahead (a thread's groups follow each other in memory). Measured on the 4B Q4_K_M model, 2
 // threads, `bench -p 16 -n 0 --spec-verify 4` (decode / 2-5-token verify steps, ms): no software
