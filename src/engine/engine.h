@@ -225,7 +225,6 @@ class Engine {
   std::atomic<int64_t> step_start_ns_{0};  // steady-clock ns at which the step in progress began
   StepCosts step_costs_;                   // engine thread only: learned step costs
   double output_ratio_ = -1;               // engine thread only: EMA of completion / max_tokens; < 0: none yet
-  std::deque<double> recent_output_ratios_;  // engine thread only: the last kRecentOutputs of them
   // Engine thread only, speculative decoding: EMAs over steps with decodes (weight 1/8) of the draft
   // tokens verified and of the tokens gained per decoding sequence (LoadSnapshot's fields).
   double spec_drafts_per_decode_ = 0, spec_tokens_per_decode_ = 1;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <vector>
 
 namespace qs {
 namespace {
@@ -24,24 +23,6 @@ int64_t expected_output(const LoadSnapshot& load, int64_t max_tokens, int64_t ge
   max_tokens = std::max<int64_t>(max_tokens, 1);
   const auto expected = static_cast<int64_t>(std::ceil(std::clamp(load.output_ratio, 0.0, 1.0) * static_cast<double>(max_tokens)));
   return std::min(max_tokens, std::max(generated + 1, expected));
-}
-
-// A running sequence with `generated` >= 1 tokens (see the file comment).
-int64_t expected_output_running(const LoadSnapshot& load, int64_t max_tokens, int64_t generated) {
-  if (generated <= 0 || load.recent_output_ratios.size() < kMinOutputSamples) {
-    return expected_output(load, max_tokens, generated);
-  }
-  max_tokens = std::max<int64_t>(max_tokens, 1);
-  std::vector<int64_t> longer;
-  longer.reserve(load.recent_output_ratios.size());
-  for (double r : load.recent_output_ratios) {
-    const int64_t length = std::llround(std::clamp(r, 0.0, 1.0) * static_cast<double>(max_tokens));
-    if (length > generated) longer.push_back(length);
-  }
-  if (longer.empty()) return std::min(max_tokens, generated + 1);
-  const auto mid = longer.begin() + static_cast<std::ptrdiff_t>((longer.size() - 1) / 2);
-  std::nth_element(longer.begin(), mid, longer.end());
-  return std::min(max_tokens, *mid);
 }
 
 int64_t uncached(const LoadSnapshot& load, int64_t tokens) {
@@ -78,7 +59,7 @@ TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int
   const int64_t join = busy ? 2 : 1;  // the step the requests not yet in the scheduler can join
   std::vector<SimSequence> running;
   for (const PendingSequence& s : load.running) {
-    const int64_t out = expected_output_running(load, s.max_tokens, s.generated);
+    const int64_t out = expected_output(load, s.max_tokens, s.generated);
     running.push_back({std::max<int64_t>(s.prefill_tokens, 0), static_cast<double>(std::max<int64_t>(out - s.generated, 1)), 1, false});
   }
   std::deque<SimSequence> queue, later;

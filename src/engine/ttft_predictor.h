@@ -38,25 +38,15 @@
 //   prefill of a queued prompt = max(1, round(tokens x (1 - prefix_hit_ratio))) (the hit ratio so
 //               far; the engine's block hashes are not thread-safe to read), exact for running
 //               sequences (their match was made at admission);
-//   output      of a queued sequence = min(max_tokens, max(generated + 1, ceil(output_ratio x
-//               max_tokens))) tokens, the ratio being the learned mean completion_tokens /
-//               max_tokens of finished sequences (1 until one finished: max_tokens is an upper
-//               bound); of a running sequence that has generated g >= 1 tokens, once at least
-//               kMinOutputSamples sequences finished: the lower median of the recent finished
-//               lengths longer than g (each recent completion / max_tokens scaled to this
-//               sequence's max_tokens), or g + 1 when none was longer. A sequence near its end
-//               thus ends soon in the replay: the mean above g (or over all) is pulled up by the
-//               few that ran to max_tokens, and a running decode that the replay keeps alive
-//               caps the request's prefill chunks (prefill_chunk) for every step it lives, which
-//               over-predicted light-load TTFT up to 3x (small model, 0.5x capacity: P10 error
-//               -0.42 with outputs of 16-29 of 64 tokens and a few of 64);
+//   output      = min(max_tokens, max(generated + 1, ceil(output_ratio x max_tokens))) tokens, the
+//               ratio being the learned mean completion_tokens / max_tokens of finished
+//               sequences (1 until one finished: max_tokens is an upper bound);
 //   KV blocks   are assumed to suffice (no preemption is predicted).
 // Steps whose decodes alone fill every slot are taken in one stride (k steps of the same cost,
 // k = the fewest decodes left), so a prediction costs O(admissions + prefill chunks) work.
 // Until the engine measured a decode step and a prefill chunk the prediction is 0 (admit).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -82,12 +72,6 @@ struct UnseenRequests {
   int64_t max_tokens = 0;
 };
 
-/// Finished sequences whose output lengths the engine keeps for the replay (LoadSnapshot::
-/// recent_output_ratios), and how many are needed before a running sequence's length is read
-/// from them.
-inline constexpr size_t kRecentOutputs = 64;
-inline constexpr size_t kMinOutputSamples = 8;
-
 struct LoadSnapshot {
   int64_t max_num_seqs = 1;
   int64_t max_batched_tokens = 1;
@@ -98,8 +82,6 @@ struct LoadSnapshot {
   StepCosts costs;
   double prefix_hit_ratio = 0;  // cached / looked-up prompt tokens at first admission so far, 0..1
   double output_ratio = 1;      // learned completion_tokens / max_tokens of finished sequences, 0..1
-  std::vector<double> recent_output_ratios;  // completion / max_tokens of the last finished
-                                             // sequences (at most kRecentOutputs), any order
   // Speculative decoding (--spec-ngram): per decoding sequence and step, the mean draft tokens
   // verified (priced like prefill tokens of the step) and the mean tokens gained (1 + accepted
   // drafts). Without speculation 0 and 1.

@@ -171,33 +171,6 @@ TEST(TtftPredictor, FullSlotsWaitForTheFirstSequenceToEnd) {
   EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 9 * 0.010 + 0.019, 1e-12);
 }
 
-TEST(TtftPredictor, RunningSequenceEndsAtTheMedianOfRecentLengthsAboveWhatItGenerated) {
-  // Ten finished sequences used 30-50% of max_tokens, two all of it (mean 0.5). A running
-  // sequence of max_tokens 40 with 10 tokens done: lengths above 10 are 12 12 12 14 14 16 18 20
-  // 40 40, lower median 14, so 4 more tokens (the mean ratio would say 10 more).
-  LoadSnapshot one = snapshot(1, 100);
-  one.output_ratio = 0.5;
-  one.running = {decoding(40, 10)};
-  one.step_in_progress = true;
-  one.recent_output_ratios = {1.0, 0.3, 0.35, 0.3, 0.4, 0.45, 1.0, 0.5, 0.3, 0.35};
-  // Step 1 (in progress): 10 ms, 3 left; steps 2-4: one stride of 3 decodes; step 5: the prompt's
-  // 10 tokens (1 row + 9 tokens, 19 ms).
-  EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 3 * 0.010 + 0.019, 1e-12);
-  // 15 done: above 15 are 16 18 20 40 40, median 20: 5 more.
-  one.running = {decoding(40, 15)};
-  EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 4 * 0.010 + 0.019, 1e-12);
-  // 20 done: above 20 only the two of 40: 20 more.
-  one.running = {decoding(40, 20)};
-  EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 19 * 0.010 + 0.019, 1e-12);
-  // 40 done of max_tokens 50 (lengths 15 15 15 18 18 20 23 25 50 50): 50 is longer, 10 more.
-  one.running = {decoding(50, 40)};
-  EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 9 * 0.010 + 0.019, 1e-12);
-  // Fewer than kMinOutputSamples finished: the mean ratio (0.5 x 40 = 20: 10 more after 10).
-  one.running = {decoding(40, 10)};
-  one.recent_output_ratios.resize(kMinOutputSamples - 1);
-  EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 9 * 0.010 + 0.019, 1e-12);
-}
-
 TEST(TtftPredictor, SpeculativeDecodingVerifiesDraftsInEveryDecode) {
   // Two drafts per decode, priced like prefill tokens of the step (1 ms each here).
   LoadSnapshot s = snapshot(4, 50);
