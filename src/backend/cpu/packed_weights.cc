@@ -65,7 +65,7 @@ PackedModelWeights::PackedModelWeights(const ModelWeights& weights, const kernel
   arena_ = static_cast<uint8_t*>(p);
   arena_bytes_ = total;
   for (const TensorView** t : list) {
-    if (packable(*t, kernels)) *t = pack(*t, kernels, pool);
+    if (packable(*t, kernels)) *t = pack(*t, pool);
   }
 }
 
@@ -73,11 +73,7 @@ PackedModelWeights::~PackedModelWeights() {
   if (arena_ != nullptr) ::munmap(arena_, arena_bytes_);
 }
 
-const TensorView* PackedModelWeights::pack(const TensorView* t, const kernels::DotKernels&, ThreadPool& pool) {
-  // lm_head tied to a packed matrix: reuse (a view already packed from the same bytes).
-  for (const TensorView& v : views_) {
-    if (v.name == t->name) return &v;
-  }
+const TensorView* PackedModelWeights::pack(const TensorView* t, ThreadPool& pool) {
   const size_t bytes = kernels::packed_matrix_bytes(t->dtype, t->rows(), t->cols());
   uint8_t* dst = arena_ + used_bytes_;
   used_bytes_ += round_up(bytes, kAlign);

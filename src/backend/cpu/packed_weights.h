@@ -42,7 +42,8 @@ class PackedModelWeights {
   static bool enabled_by_environment();
 
  private:
-  const TensorView* pack(const TensorView* t, const kernels::DotKernels& kernels, ThreadPool& pool);
+  /// Packs one matrix into the next free bytes of arena_ and returns its packed view.
+  const TensorView* pack(const TensorView* t, ThreadPool& pool);
 
   ModelWeights weights_;
   std::deque<TensorView> views_;  // stable addresses for weights_
