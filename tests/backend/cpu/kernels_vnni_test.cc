@@ -17,6 +17,7 @@
 #include "backend/cpu/kernels/cpu_isa.h"
 #include "backend/cpu/kernels/dot_kernels.h"
 #include "formats/dtype.h"
+#include "support/vnni_kernels.h"
 #include "formats/quantize.h"
 
 namespace qs {
@@ -92,15 +93,7 @@ void reference(DType dtype, const Problem& p, int64_t r, int64_t t, int64_t n, d
   *tol = (ops + 8) * 2 * kEpsF32 * magnitude + 1e-30;
 }
 
-const DotKernels* vnni_or_skip_reason(std::string* reason) {
-  if (!kernels::cpu_has_isa(CpuIsa::kAvx512Vnni)) {
-    *reason = "the CPU lacks AVX-512 F/BW/VL/VNNI: the avx512_vnni matmul level is not tested here";
-    return nullptr;
-  }
-  const DotKernels* k = kernels::dot_kernels_for(CpuIsa::kAvx512Vnni);
-  if (k == nullptr) *reason = "this build has no avx512_vnni matmul path (non-x86-64)";
-  return k;
-}
+const DotKernels* vnni_or_skip_reason(std::string* reason) { return test::vnni_kernels_or_skip_reason(reason); }
 
 TEST(KernelVnni, TableIsTheVnniLevelWithItsOwnDecodeKernels) {
   std::string reason;

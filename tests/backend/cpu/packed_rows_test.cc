@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/dtype.h"
+#include "support/vnni_kernels.h"
 #include "formats/quantize.h"
 #include "formats/tensor.h"
 
@@ -95,15 +96,7 @@ TEST(KernelPackedRows, SizesAndRejections) {
   EXPECT_FALSE(kernels::packable_dtype(DType::Q5_K));
 }
 
-const DotKernels* vnni_or_skip_reason(std::string* reason) {
-  if (!kernels::cpu_has_isa(CpuIsa::kAvx512Vnni)) {
-    *reason = "the CPU lacks AVX-512 F/BW/VL/VNNI: the packed kernels are not tested here";
-    return nullptr;
-  }
-  const DotKernels* k = kernels::dot_kernels_for(CpuIsa::kAvx512Vnni);
-  if (k == nullptr) *reason = "this build has no avx512_vnni matmul path (non-x86-64)";
-  return k;
-}
+const DotKernels* vnni_or_skip_reason(std::string* reason) { return test::vnni_kernels_or_skip_reason(reason); }
 
 TEST(KernelPackedRows, MatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithinFloat64Bound) {
   std::string reason;
