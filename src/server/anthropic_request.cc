@@ -91,7 +91,9 @@ ojson chat_tools(const ojson& tools) {
     if (const ojson* type = field(t, "type"); type != nullptr && *type != "custom") {
       throw invalid_param(p + ".type", p + ": only client tools ({name, description, input_schema}) are supported");
     }
-    if (!t.contains("name") || !t["name"].is_string()) throw invalid_param(p + ".name", p + ".name must be a string");
+    if (!t.contains("name") || !t["name"].is_string() || t["name"].get<std::string>().empty()) {
+      throw invalid_param(p + ".name", p + ".name must be a non-empty string");
+    }
     if (!t.contains("input_schema") || !t["input_schema"].is_object()) {
       throw invalid_param(p + ".input_schema", p + ".input_schema must be a JSON Schema object");
     }

@@ -153,6 +153,8 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
 json normalize_content(const json& content, const std::string& param) {
   if (content.is_null() || content.is_string()) return content;
   if (!content.is_array()) throw invalid_param(param, param + " must be a string, null or an array of parts");
+  // OpenAI answers an empty array with a 400 ("expected an array with minimum length 1").
+  if (content.empty()) throw invalid_param(param, param + " must not be an empty array");
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];

@@ -80,6 +80,8 @@ TEST(AnthropicRequest, MissingOrWrongFieldsAre400sNamingTheField) {
   EXPECT_EQ(param_of(ojson::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "stop_sequences": "END"})")), "stop_sequences");
   EXPECT_EQ(param_of(ojson::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "maybe"}})")), "tool_choice");
   EXPECT_EQ(param_of(ojson::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f"}]})")), "tools[0].input_schema");
+  EXPECT_EQ(param_of(ojson::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tools": [{"name": "", "input_schema": {}}]})")), "tools[0].name")
+      << "a tool needs a name the model can call it by";
   EXPECT_EQ(param_of(ojson::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})")), "messages[0].content[0].type");
   EXPECT_EQ(param_of(ojson::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "stream": 1})")), "stream");
 }

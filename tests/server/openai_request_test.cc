@@ -171,6 +171,8 @@ TEST(OpenAiRequest, ContentPartsOfTypeTextAreJoined) {
   EXPECT_EQ(r.messages[0]["content"], "Hello, world");
   const ojson image = ojson::array({{{"type", "image_url"}, {"image_url", {{"url", "http://x"}}}}});
   expect_rejected(chat_body({{"messages", {{{"role", "user"}, {"content", image}}}}}), "messages[0].content[0].type");
+  // OpenAI's reference: content arrays have a minimum length of 1 (an empty one is a 400).
+  expect_rejected(chat_body({{"messages", {{{"role", "user"}, {"content", ojson::array()}}}}}), "messages[0].content");
 }
 
 // The message of a 400, after checking its param.
