@@ -5,6 +5,10 @@
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace qs {
 
@@ -15,6 +19,7 @@ std::string_view cpu_isa_name(CpuIsa isa) {
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Vnni: return "avx512_vnni";
     case CpuIsa::kAvx512Bf16: return "avx512_bf16";
+    case CpuIsa::kAmx: return "amx";
   }
   return "unknown";
 }
@@ -37,6 +42,23 @@ bool cpuid_has_f16c() {
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
   return (ecx & (1u << 29)) != 0;
 }
+
+// AMX-TILE and AMX-INT8 from CPUID leaf 7 sub-leaf 0, EDX bits 24 and 25 (Intel SDM vol. 2A,
+// table 3-8), and the tile data state (XSAVE component 18) granted to this process: Linux 5.16+
+// keeps it off until arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, 18) asks for it (kernel
+// Documentation/arch/x86/xstate.rst); the grant covers every thread of the process.
+bool amx_int8_usable() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  if ((edx & (1u << 24)) == 0 || (edx & (1u << 25)) == 0) return false;
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 }  // namespace
 #endif
 
@@ -52,7 +74,8 @@ CpuIsa detected_cpu_isa() {
   }
   if (!__builtin_cpu_supports("avx512vnni")) return CpuIsa::kAvx512;
   if (!__builtin_cpu_supports("avx512bf16")) return CpuIsa::kAvx512Vnni;
-  return CpuIsa::kAvx512Bf16;
+  if (!amx_int8_usable()) return CpuIsa::kAvx512Bf16;
+  return CpuIsa::kAmx;
 #else
   return CpuIsa::kScalar;
 #endif

@@ -7,6 +7,8 @@
 //   avx512       + AVX-512 F/BW/VL
 //   avx512_vnni  + AVX-512 VNNI
 //   avx512_bf16  + AVX-512 BF16
+//   amx          + AMX-TILE and AMX-INT8, with the tile data state granted by the OS (Linux:
+//                arch_prctl(ARCH_REQ_XCOMP_PERM), requested by detected_cpu_isa())
 // A kernel family (matmul, attention, norms, ...) fills one slot per level it has a path for
 // (IsaSlots); the scalar slot is always filled. At start each family takes the filled slot of the
 // highest level <= active_cpu_isa(). The active level is the best level the CPU reports
@@ -25,10 +27,10 @@
 
 namespace qs {
 
-enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3, kAvx512Bf16 = 4 };
-inline constexpr int kCpuIsaLevels = 5;
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3, kAvx512Bf16 = 4, kAmx = 5 };
+inline constexpr int kCpuIsaLevels = 6;
 
-/// "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16".
+/// "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx".
 std::string_view cpu_isa_name(CpuIsa isa);
 /// The level named `text` (case-sensitive, as cpu_isa_name); std::nullopt for anything else.
 std::optional<CpuIsa> parse_cpu_isa(std::string_view text);

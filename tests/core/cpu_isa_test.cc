@@ -35,7 +35,10 @@ CpuIsa level_of(const std::set<std::string>& f) {
   if (!(has("avx512f") && has("avx512bw") && has("avx512vl"))) return CpuIsa::kAvx2;
   if (!has("avx512_vnni")) return CpuIsa::kAvx512;
   if (!has("avx512_bf16")) return CpuIsa::kAvx512Vnni;
-  return CpuIsa::kAvx512Bf16;
+  // Linux lists amx_tile / amx_int8 only when it supports the tile state, which it then grants on
+  // request (core/cpu_isa.cc).
+  if (!(has("amx_tile") && has("amx_int8"))) return CpuIsa::kAvx512Bf16;
+  return CpuIsa::kAmx;
 }
 
 TEST(CpuIsaDetection, MatchesTheKernelsCpuinfoFlags) {

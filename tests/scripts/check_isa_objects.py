@@ -48,7 +48,7 @@ def vex_instructions(obj):
 
 def main(objects):
     objects = [o for arg in objects for o in arg.split(";") if o.endswith(".o")]
-    avx2 = [o for o in objects if re.search(r"_(avx2|avx512|avx512_vnni|avx512_bf16)\.cc\.o$", o)]
+    avx2 = [o for o in objects if re.search(r"_(avx2|avx512|avx512_vnni|avx512_bf16|amx)\.cc\.o$", o)]
     generic = [o for o in objects if o not in avx2]
     if not avx2:
         print("no *_avx2.cc objects given", file=sys.stderr)

@@ -154,6 +154,7 @@ TEST(KernelDispatch, ParsesAndSelectsIsaLevels) {
   EXPECT_EQ(kernels::parse_cpu_isa("avx512"), CpuIsa::kAvx512);
   EXPECT_EQ(kernels::parse_cpu_isa("avx512_vnni"), CpuIsa::kAvx512Vnni);
   EXPECT_EQ(kernels::parse_cpu_isa("avx512_bf16"), CpuIsa::kAvx512Bf16);
+  EXPECT_EQ(kernels::parse_cpu_isa("amx"), CpuIsa::kAmx);
   EXPECT_FALSE(kernels::parse_cpu_isa("AVX2").has_value());
   EXPECT_EQ(kernels::select_cpu_isa("", CpuIsa::kAvx2), CpuIsa::kAvx2);
   EXPECT_EQ(kernels::select_cpu_isa("scalar", CpuIsa::kAvx2), CpuIsa::kScalar);
@@ -186,8 +187,10 @@ TEST(KernelDispatch, ActiveLevelFollowsCpuAndEnvironment) {
   }
 #endif
 #if defined(__x86_64__)
-  // The AVX-512 VNNI path is built into the portable x86-64 binary too; live exactly when the CPU has it.
+  // The AVX-512 VNNI and AMX paths are built into the portable x86-64 binary too; live exactly when
+  // the CPU (and, for AMX, the OS) has them.
   EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAvx512Vnni) != nullptr, kernels::cpu_has_isa(CpuIsa::kAvx512Vnni));
+  EXPECT_EQ(kernels::dot_kernels_for(CpuIsa::kAmx) != nullptr, kernels::cpu_has_isa(CpuIsa::kAmx));
 #endif
   // The active table: the highest filled level at or below the active one (avx512 and avx512_bf16
   // have no table of their own).
@@ -197,6 +200,7 @@ TEST(KernelDispatch, ActiveLevelFollowsCpuAndEnvironment) {
   if (at_most(CpuIsa::kAvx512Vnni) && kernels::dot_kernels_for(CpuIsa::kAvx512Vnni) != nullptr) {
     want = CpuIsa::kAvx512Vnni;
   }
+  if (at_most(CpuIsa::kAmx) && kernels::dot_kernels_for(CpuIsa::kAmx) != nullptr) want = CpuIsa::kAmx;
   EXPECT_EQ(kernels::active_dot_kernels().isa, want);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     EXPECT_EQ(kernels::dot_kernels_for(isa), nullptr) << kernels::cpu_isa_name(isa);

@@ -1,8 +1,9 @@
 // 16-row packed weights (kernels/packed_rows.h): the packing is an exact permutation of the file's
 // bytes (unpacking gives the original rows back), and the AVX-512 VNNI kernels on packed weights
-// return, bit for bit, what the row-major kernels return for every token count, thread count and
-// chunking, and stay within the float64 bound of the decoded operands. The kernel tests are skipped,
-// with the reason, on CPUs without AVX-512 VNNI; the packing tests run everywhere.
+// (and the AMX tile kernels) return, bit for bit, what the row-major kernels return for every token
+// count, thread count and chunking, and stay within the float64 bound of the decoded operands. The
+// kernel tests are skipped, with the reason, on CPUs without AVX-512 VNNI (AMX); the packing tests
+// run everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,10 +99,8 @@ TEST(KernelPackedRows, SizesAndRejections) {
 
 const DotKernels* vnni_or_skip_reason(std::string* reason) { return test::vnni_kernels_or_skip_reason(reason); }
 
-TEST(KernelPackedRows, MatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithinFloat64Bound) {
-  std::string reason;
-  const DotKernels* k = vnni_or_skip_reason(&reason);
-  if (k == nullptr) GTEST_SKIP() << reason;
+// The packed matmul of table `k` against the row-major AVX2 one, bit for bit, and float64.
+void expect_packed_matmul_bit_identical(const DotKernels* k) {
   const DotKernels* avx2 = kernels::dot_kernels_for(CpuIsa::kAvx2);
   ASSERT_NE(avx2, nullptr);
   std::mt19937 rng(1603);
@@ -118,11 +117,11 @@ TEST(KernelPackedRows, MatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithin
       view.data = packed.data();
       view.size_bytes = packed.size();
       view.layout = TensorLayout::kPackedRows16;
-      const int64_t max_tokens = 21;
+      const int64_t max_tokens = 150;
       std::vector<float> x(max_tokens * in), bias(out);
       for (float& v : x) v = dist(rng);
       for (float& v : bias) v = dist(rng);
-      kernels::MatmulScratch big(3, in, 64), small(3, in, 5);  // small: chunks of 5 tokens
+      kernels::MatmulScratch big(3, in, 160), small(3, in, 5);  // small: chunks of 5 tokens
       // Reference: the row-major matmul of the AVX2 level (itself checked against float64 in
       // kernels_quant_test.cc), token by token.
       std::vector<float> expect(max_tokens * out), expect_bias(max_tokens * out);
@@ -131,7 +130,8 @@ TEST(KernelPackedRows, MatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithin
         kernels::matmul_with(*avx2, rowmajor, x.data() + t * in, 1, expect_bias.data() + t * out, pool1, big,
                              bias.data());
       }
-      for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 16, 21}) {
+      // 150: 9 whole chunks of 16 (two passes of the AMX kernel) and a VNNI remainder of 6.
+      for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 21, 33, 150}) {
         for (ThreadPool* pool : {&pool1, &pool3}) {
           for (kernels::MatmulScratch* scratch : {&big, &small}) {
             std::vector<float> y(n_tokens * out, NAN), yb(n_tokens * out, NAN);
@@ -160,6 +160,23 @@ TEST(KernelPackedRows, MatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithin
       }
     }
   }
+}
+
+TEST(KernelPackedRows, MatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithinFloat64Bound) {
+  std::string reason;
+  const DotKernels* k = vnni_or_skip_reason(&reason);
+  if (k == nullptr) GTEST_SKIP() << reason;
+  expect_packed_matmul_bit_identical(k);
+}
+
+// The AMX tile kernels (Q4_K, Q6_K at 2-16 tokens per pass; the rest is the VNNI table's).
+TEST(KernelPackedRows, AmxMatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithinFloat64Bound) {
+  std::string reason;
+  const DotKernels* k = test::amx_kernels_or_skip_reason(&reason);
+  if (k == nullptr) GTEST_SKIP() << reason;
+  ASSERT_NE(k->packed_gemm(DType::Q4_K), test::vnni_kernels_or_skip_reason(&reason)->packed_gemm(DType::Q4_K))
+      << "the amx table must carry its own Q4_K kernel";
+  expect_packed_matmul_bit_identical(k);
 }
 
 TEST(KernelPackedRows, ExtremeLevelsAreExact) {

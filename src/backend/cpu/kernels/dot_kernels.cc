@@ -49,6 +49,7 @@ const DotKernels* dot_kernels_for(CpuIsa isa) {
     case CpuIsa::kScalar: return &scalar_dot_kernels();
     case CpuIsa::kAvx2: return avx2_dot_kernels();
     case CpuIsa::kAvx512Vnni: return avx512_vnni_dot_kernels();
+    case CpuIsa::kAmx: return amx_dot_kernels();
     default: return nullptr;  // avx512 and avx512_bf16: no own path (the slot below is used)
   }
 }

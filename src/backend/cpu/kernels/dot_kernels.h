@@ -147,5 +147,10 @@ GroupGemm avx512_vnni_q8_0_group_gemm();
 // Kernels on 16-row packed weights (packed_rows_avx512_vnni.cc) for Q4_K, Q6_K, Q8_0; nullptr for
 // other types or when the build has no such path.
 PackedGemmFn avx512_vnni_packed_gemm(DType dtype);
+// AMX level (packed_rows_amx.cc): the avx512_vnni table whose packed Q4_K matmul runs chunks of 16
+// tokens on AMX-INT8 tiles (fewer tokens on the VNNI kernel), bit-identical to it; nullptr when the
+// build has no such path. amx_packed_gemm: that kernel for Q4_K, nullptr for other types.
+const DotKernels* amx_dot_kernels();
+PackedGemmFn amx_packed_gemm(DType dtype);
 
 }  // namespace qs::kernels
