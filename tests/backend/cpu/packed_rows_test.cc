@@ -117,11 +117,11 @@ void expect_packed_matmul_bit_identical(const DotKernels* k) {
       view.data = packed.data();
       view.size_bytes = packed.size();
       view.layout = TensorLayout::kPackedRows16;
-      const int64_t max_tokens = 150;
+      const int64_t max_tokens = 530;
       std::vector<float> x(max_tokens * in), bias(out);
       for (float& v : x) v = dist(rng);
       for (float& v : bias) v = dist(rng);
-      kernels::MatmulScratch big(3, in, 160), small(3, in, 5);  // small: chunks of 5 tokens
+      kernels::MatmulScratch big(3, in, 544), small(3, in, 5);  // small: chunks of 5 tokens
       // Reference: the row-major matmul of the AVX2 level (itself checked against float64 in
       // kernels_quant_test.cc), token by token.
       std::vector<float> expect(max_tokens * out), expect_bias(max_tokens * out);
@@ -130,8 +130,9 @@ void expect_packed_matmul_bit_identical(const DotKernels* k) {
         kernels::matmul_with(*avx2, rowmajor, x.data() + t * in, 1, expect_bias.data() + t * out, pool1, big,
                              bias.data());
       }
-      // 150: 9 whole chunks of 16 (two passes of the AMX kernel) and a VNNI remainder of 6.
-      for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 21, 33, 150}) {
+      // 150: 9 whole chunks of 16 for the AMX kernel and a VNNI remainder of 6; 530: 33 chunks,
+      // two passes of it (32 chunks share an unpacking), remainder 2.
+      for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 21, 33, 150, 530}) {
         for (ThreadPool* pool : {&pool1, &pool3}) {
           for (kernels::MatmulScratch* scratch : {&big, &small}) {
             std::vector<float> y(n_tokens * out, NAN), yb(n_tokens * out, NAN);

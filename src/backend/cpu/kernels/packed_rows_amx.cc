@@ -200,8 +200,8 @@ void q4_k_packed_gemm(int64_t n, const uint8_t* group, int n_rows, const void* a
   const int tiled = n_chunks * kMaxTileTokens;
   if (n_chunks > 0) configure_tiles(kMaxTileTokens, 64);
   // Up to kChunksPerPass chunks share one unpacking of a super-block (their float accumulators,
-  // 2 x 16 floats per token, on the stack: 16 KB).
-  constexpr int kChunksPerPass = 8;
+  // 2 x 16 floats per token, on the stack: 64 KB).
+  constexpr int kChunksPerPass = 32;
   alignas(64) float scratch[32 * kMaxTileTokens * kChunksPerPass];
   const auto* w = reinterpret_cast<const PackedQ4K16*>(group);
   const auto* a = static_cast<const uint8_t*>(act);
