@@ -34,8 +34,10 @@
 #include "backend/cpu/kernels/dot_kernels.h"
 #include "backend/cpu/kernels/packed_rows.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
+// gcc defines __AMX_TILE__ / __AMX_INT8__ for -mamx-tile / -mamx-int8, clang 14 __AMXTILE__ / __AMXINT8__.
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_INT8__) || defined(__AMXINT8__)) && \
+    defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
+    defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
 // gcc 12 reports the intrinsics' own undefined-vector idiom (_mm512_undefined_*) as uninitialized.
