@@ -221,6 +221,8 @@ void Engine::publish_load() {
   s->costs = step_costs_;
   s->prefix_hit_ratio = cache_queries_ > 0 ? static_cast<double>(cache_hits_) / static_cast<double>(cache_queries_) : 0.0;
   s->output_ratio = output_ratio_ >= 0 ? output_ratio_ : 1.0;
+  s->output_samples.assign(output_window_.begin(), output_window_.end());
+  std::sort(s->output_samples.begin(), s->output_samples.end());
   s->draft_tokens_per_decode = spec_drafts_per_decode_;
   s->tokens_per_decode = spec_tokens_per_decode_;
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
@@ -290,6 +292,8 @@ void Engine::finish(EngineSequence& seq, const std::string& reason, const std::s
     // averaged with weight 1/8 on the newest finished sequence (single outputs vary a lot).
     const double ratio = std::clamp(static_cast<double>(seq.n_output()) / static_cast<double>(std::max<int64_t>(seq.request.max_tokens, 1)), 0.0, 1.0);
     output_ratio_ = output_ratio_ < 0 ? ratio : 0.875 * output_ratio_ + 0.125 * ratio;
+    output_window_.push_back(ratio);
+    if (output_window_.size() > kOutputWindow) output_window_.pop_front();
   }
   event.spec_draft_tokens = seq.n_spec_draft;
   event.spec_accepted_tokens = seq.n_spec_accepted;

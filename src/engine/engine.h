@@ -225,6 +225,8 @@ class Engine {
   std::atomic<int64_t> step_start_ns_{0};  // steady-clock ns at which the step in progress began
   StepCosts step_costs_;                   // engine thread only: learned step costs
   double output_ratio_ = -1;               // engine thread only: EMA of completion / max_tokens; < 0: none yet
+  static constexpr size_t kOutputWindow = 64;  // finished sequences in LoadSnapshot::output_samples
+  std::deque<double> output_window_;       // engine thread only: their completion / max_tokens, oldest first
   // Engine thread only, speculative decoding: EMAs over steps with decodes (weight 1/8) of the draft
   // tokens verified and of the tokens gained per decoding sequence (LoadSnapshot's fields).
   double spec_drafts_per_decode_ = 0, spec_tokens_per_decode_ = 1;

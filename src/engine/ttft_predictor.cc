@@ -19,27 +19,55 @@ struct SimSequence {
 constexpr int64_t kMaxIterations = 1'000'000;  // a bound on the work of one prediction
 constexpr double kHorizonS = 24 * 3600.0;      // predictions stop growing here
 
-int64_t expected_output(const LoadSnapshot& load, int64_t max_tokens, int64_t generated) {
-  max_tokens = std::max<int64_t>(max_tokens, 1);
-  const auto expected = static_cast<int64_t>(std::ceil(std::clamp(load.output_ratio, 0.0, 1.0) * static_cast<double>(max_tokens)));
-  return std::min(max_tokens, std::max(generated + 1, expected));
-}
+// Output lengths of one replay: the mean rule, or the replay's quantile of each sequence's
+// conditional distribution (the file comment of ttft_predictor.h).
+class OutputDraw {
+ public:
+  OutputDraw(const LoadSnapshot& load, int replay) : load_(load), replay_(replay) {}
+
+  /// Total completion tokens the next sequence (in replay order) is expected to end with.
+  int64_t total(int64_t max_tokens, int64_t generated) {
+    max_tokens = std::max<int64_t>(max_tokens, 1);
+    const std::vector<double>& samples = load_.output_samples;
+    if (samples.size() < kMinOutputSamples) {
+      const auto expected = static_cast<int64_t>(std::ceil(std::clamp(load_.output_ratio, 0.0, 1.0) * static_cast<double>(max_tokens)));
+      return std::min(max_tokens, std::max(generated + 1, expected));
+    }
+    constexpr double kPhi = 0.6180339887498949;
+    const double u_raw = (replay_ + 0.5) / kOutputReplays + static_cast<double>(sequence_++) * kPhi;
+    const double u = u_raw - std::floor(u_raw);
+    const auto length = [&](double r) {
+      return std::clamp(static_cast<int64_t>(std::ceil(std::clamp(r, 0.0, 1.0) * static_cast<double>(max_tokens) - 1e-9)), int64_t{1}, max_tokens);
+    };
+    // Samples are ascending, so are their lengths: the ones outliving `generated` are a suffix.
+    const auto first = std::partition_point(samples.begin(), samples.end(), [&](double r) { return length(r) <= generated; });
+    const auto n = samples.end() - first;
+    if (n == 0) return std::min(max_tokens, generated + 1);
+    const auto k = std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(u * static_cast<double>(n)), n - 1);
+    return length(first[k]);
+  }
+
+ private:
+  const LoadSnapshot& load_;
+  int replay_;
+  int64_t sequence_ = 0;
+};
 
 int64_t uncached(const LoadSnapshot& load, int64_t tokens) {
   const double hit = std::clamp(load.prefix_hit_ratio, 0.0, 1.0);
   return std::max<int64_t>(1, std::llround(static_cast<double>(tokens) * (1.0 - hit)));
 }
 
-SimSequence queued(const LoadSnapshot& load, int64_t tokens, int64_t max_tokens, int64_t generated, int64_t first_step) {
-  return {uncached(load, tokens), static_cast<double>(std::max<int64_t>(expected_output(load, max_tokens, generated) - generated, 1)), first_step, false};
+SimSequence queued(const LoadSnapshot& load, OutputDraw& draw, int64_t tokens, int64_t max_tokens, int64_t generated, int64_t first_step) {
+  return {uncached(load, tokens), static_cast<double>(std::max<int64_t>(draw.total(max_tokens, generated) - generated, 1)), first_step, false};
 }
 
 // `n` sequences sharing the sums of `u` evenly (the first ones take the remainders).
-void add_unseen(const LoadSnapshot& load, const UnseenRequests& u, int64_t first_step, std::deque<SimSequence>& queue) {
+void add_unseen(const LoadSnapshot& load, OutputDraw& draw, const UnseenRequests& u, int64_t first_step, std::deque<SimSequence>& queue) {
   for (int64_t i = 0; i < u.sequences; ++i) {
     const int64_t prompt = u.prompt_tokens / u.sequences + (i < u.prompt_tokens % u.sequences ? 1 : 0);
     const int64_t max_tokens = u.max_tokens / u.sequences + (i < u.max_tokens % u.sequences ? 1 : 0);
-    queue.push_back(queued(load, std::max<int64_t>(prompt, 1), max_tokens, 0, first_step));
+    queue.push_back(queued(load, draw, std::max<int64_t>(prompt, 1), max_tokens, 0, first_step));
   }
 }
 
@@ -50,16 +78,14 @@ int64_t chunk_cap(const LoadSnapshot& load, int64_t n_dec) {
   return load.prefill_chunk.empty() ? load.max_batched_tokens : std::max<int64_t>(load.prefill_chunk.back(), 1);
 }
 
-}  // namespace
-
-TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices) {
+// One replay of the scheduler's coming steps with the output lengths of `draw`.
+TtftPrediction replay(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices, OutputDraw& draw) {
   TtftPrediction p;
-  if (!load.costs.known()) return p;
   const bool busy = load.step_in_progress;
   const int64_t join = busy ? 2 : 1;  // the step the requests not yet in the scheduler can join
   std::vector<SimSequence> running;
   for (const PendingSequence& s : load.running) {
-    const int64_t out = expected_output(load, s.max_tokens, s.generated);
+    const int64_t out = draw.total(s.max_tokens, s.generated);
     running.push_back({std::max<int64_t>(s.prefill_tokens, 0), static_cast<double>(std::max<int64_t>(out - s.generated, 1)), 1, false});
   }
   std::deque<SimSequence> queue, later;
@@ -68,13 +94,13 @@ TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int
   // last step leaves of the budget).
   for (const PendingSequence& s : load.waiting) {
     const bool is_later = !s.preempted && s.priority > priority;
-    (is_later && !busy ? later : queue).push_back(queued(load, s.prefill_tokens, s.max_tokens, s.generated, 1));
+    (is_later && !busy ? later : queue).push_back(queued(load, draw, s.prefill_tokens, s.max_tokens, s.generated, 1));
     if (is_later && busy) queue.back().later_class = true;
   }
-  add_unseen(load, load.taken, 1, queue);
-  add_unseen(load, load.incoming, join, queue);
+  add_unseen(load, draw, load.taken, 1, queue);
+  add_unseen(load, draw, load.incoming, join, queue);
   for (int64_t i = 0; i < std::max<int64_t>(n_choices, 1); ++i) {
-    SimSequence own = queued(load, std::max<int64_t>(prompt_tokens, 1), 1, 0, join);
+    SimSequence own = queued(load, draw, std::max<int64_t>(prompt_tokens, 1), 1, 0, join);
     own.target = true;
     queue.push_back(own);
   }
@@ -162,6 +188,26 @@ TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int
   }
   p.ttft_s = t;
   return p;
+}
+
+}  // namespace
+
+TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices) {
+  if (!load.costs.known()) return {};
+  if (load.output_samples.size() < kMinOutputSamples) {
+    OutputDraw draw(load, 0);
+    return replay(load, prompt_tokens, priority, n_choices, draw);
+  }
+  std::vector<TtftPrediction> replays;
+  replays.reserve(kOutputReplays);
+  for (int i = 0; i < kOutputReplays; ++i) {
+    OutputDraw draw(load, i);
+    replays.push_back(replay(load, prompt_tokens, priority, n_choices, draw));
+  }
+  const auto median = replays.begin() + kOutputReplays / 2;
+  std::nth_element(replays.begin(), median, replays.end(),
+                   [](const TtftPrediction& a, const TtftPrediction& b) { return a.ttft_s < b.ttft_s; });
+  return *median;
 }
 
 }  // namespace qs

@@ -171,6 +171,51 @@ TEST(TtftPredictor, FullSlotsWaitForTheFirstSequenceToEnd) {
   EXPECT_NEAR(predict_ttft_s(one, 10, 0), 0.010 + 9 * 0.010 + 0.019, 1e-12);
 }
 
+TEST(TtftPredictor, OutputLengthsAreDrawnFromFinishedSequencesGivenWhatRanAlready) {
+  // One slot, a sequence with max_tokens 40 and 10 generated; finished sequences ended at half of
+  // max_tokens 12 times and at max_tokens 4 times (mean 0.625, i.e. 25 of 40).
+  LoadSnapshot s = snapshot(1, 100);
+  s.running = {decoding(40, 10)};
+  s.step_in_progress = true;
+  s.output_ratio = 0.625;
+  s.output_samples.assign(12, 0.5);
+  s.output_samples.insert(s.output_samples.end(), 4, 1.0);
+  // The median of the 15 replays: quantiles (i + 1/2) / 15 of {20 x 12, 40 x 4}; 11 of them draw
+  // 20, so the sequence ends after 10 more tokens (step 1 + 9), then the request's 10 tokens
+  // (1 row + 9). The mean rule would say 25 (15 more).
+  EXPECT_NEAR(predict_ttft_s(s, 10, 0), 0.010 + 9 * 0.010 + 0.019, 1e-12);
+  // Past 20 tokens only the runs to max_tokens outlive it: 40, 15 more (the mean rule: 1 more).
+  s.running = {decoding(40, 25)};
+  EXPECT_NEAR(predict_ttft_s(s, 10, 0), 0.010 + 14 * 0.010 + 0.019, 1e-12);
+  // Outliving every sample: one more token.
+  s.running = {decoding(40, 39)};
+  EXPECT_NEAR(predict_ttft_s(s, 10, 0), 0.010 + 0.019, 1e-12);
+  // Ratios scale to the sequence's own max_tokens: 0.5 of 60 is 30.
+  s.running = {decoding(60, 10)};
+  EXPECT_NEAR(predict_ttft_s(s, 10, 0), 0.010 + 19 * 0.010 + 0.019, 1e-12);
+  // Fewer than kMinOutputSamples finished: the mean rule (25 of 40).
+  s.running = {decoding(40, 10)};
+  s.output_samples.assign(kMinOutputSamples - 1, 0.5);
+  EXPECT_NEAR(predict_ttft_s(s, 10, 0), 0.010 + 14 * 0.010 + 0.019, 1e-12);
+}
+
+TEST(TtftPredictor, AFreeSlotComesWithTheFirstOfTheRunningSequencesToEnd) {
+  // Two slots, both busy with max_tokens 40 and 10 generated; half of the finished sequences ended
+  // at 20, half at 40. Replay i draws quantile u = (i + 1/2) / 15 for the first sequence and
+  // frac(u + 0.618...) for the second: the slot frees after 10 more tokens when either draws 20
+  // (u < 1/2), which 13 of the 15 replays do (i = 0..6 by the first, i = 6..12 by the second), so
+  // the median replay waits 10 tokens. One replay on the mean (30) would wait 20.
+  LoadSnapshot s = snapshot(2, 100);
+  s.running = {decoding(40, 10), decoding(40, 10)};
+  s.step_in_progress = true;
+  s.output_ratio = 0.75;
+  s.output_samples.assign(8, 0.5);
+  s.output_samples.insert(s.output_samples.end(), 8, 1.0);
+  // Step 1: two decodes (15 ms); 9 more two-decode steps; then one decode + the 10 prompt tokens
+  // (2 rows + 9 tokens: 15 + 9 ms).
+  EXPECT_NEAR(predict_ttft_s(s, 10, 0), 0.015 + 9 * 0.015 + 0.024, 1e-12);
+}
+
 TEST(TtftPredictor, SpeculativeDecodingVerifiesDraftsInEveryDecode) {
   // Two drafts per decode, priced like prefill tokens of the step (1 ms each here).
   LoadSnapshot s = snapshot(4, 50);
