@@ -5,7 +5,7 @@
 #   bench/slo_sweep.sh MODEL SLO_MS [MULTIPLES] [REQUESTS] [INPUT] [OUTPUT]
 #   e.g. bench/slo_sweep.sh /tmp/models/small-f16.gguf 1000 "0.5 1 2 3" 60 256 64
 # QS_LOG_FORMAT=json QS_SERVE_LOG=FILE keeps the server's per-request log lines (predicted and measured
-# TTFT per request) in FILE.
+# TTFT per request) in FILE. QS_SERVE_ARGS adds `serve` options (e.g. --no-mmap).
 # Prints one loadtest JSON line per level (goodput against SLO_MS, TTFT percentiles of admitted
 # requests, 429 share and latency, server breakdown and TTFT prediction error, in ms and relative
 # to the prediction); bench/slo_sweep_table.py turns them into the closing-note table.
@@ -15,7 +15,7 @@ bin=${QS_BIN:-build/release/qwenserve}
 seqs=${QS_MAX_NUM_SEQS:-4}
 port=${QS_PORT:-18181}
 serve() {  # serve EXTRA_ARGS...
-  "$bin" serve --model "$model" --port "$port" --max-num-seqs "$seqs" --log-format "${QS_LOG_FORMAT:-none}" "$@" 2>>"${QS_SERVE_LOG:-/tmp/slo_sweep_serve.log}" &
+  "$bin" serve --model "$model" --port "$port" --max-num-seqs "$seqs" --log-format "${QS_LOG_FORMAT:-none}" ${QS_SERVE_ARGS:-} "$@" 2>>"${QS_SERVE_LOG:-/tmp/slo_sweep_serve.log}" &
   pid=$!
   until curl -sf "http://127.0.0.1:$port/ready" >/dev/null; do kill -0 "$pid" || { tail -20 "${QS_SERVE_LOG:-/tmp/slo_sweep_serve.log}" >&2; exit 1; }; sleep 0.5; done
 }
