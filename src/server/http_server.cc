@@ -130,10 +130,15 @@ void HttpServer::register_routes() {
     const bool chunked = !req.has_header("Content-Length") && has_chunked_body(req);
     request_deadline::head_received(req.has_header("Content-Length") ? req.get_header_value("Content-Length") != "0"
                                                                      : req.has_header("Transfer-Encoding"),
-                                    chunked);
+                                    chunked, req.path == "/v1/messages");
     if (const std::optional<HeaderRejection> rejection = check_request_headers(req, options_)) {
       answer_error(req, res, rejection->error);
-      if (rejection->close_connection) res.set_header("Connection", "close");
+      if (rejection->close_connection) {
+        res.set_header("Connection", "close");
+        // httplib 0.11 closes only on the request's own "Connection: close": without this it would
+        // read the unread body as the next request (answering it with a 414 or 431).
+        request_deadline::close_after_response();
+      }
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!is_cors_preflight(req, options_.allowed_origins)) return httplib::Server::HandlerResponse::Unhandled;

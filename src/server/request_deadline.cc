@@ -1,6 +1,7 @@
 #include "server/request_deadline.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +27,11 @@ thread_local size_t t_head_bytes = 0;
 // configure()).
 thread_local int t_body_socket = -1;
 thread_local size_t t_body_bytes = 0;
+thread_local bool t_anthropic = false;  // the request being read is a /v1/messages one
+// close_after_response(): set while the response is handled, then the socket whose next read
+// lingers and reports EOF.
+thread_local bool t_close_requested = false;
+thread_local int t_linger_socket = -1;
 std::atomic<size_t> g_max_body_bytes{0};  // 0: no cap on chunked bodies
 
 constexpr char kHeadTooLarge[] =
@@ -48,6 +54,22 @@ extern "C" int accept(int fd, struct sockaddr* addr, socklen_t* addr_len) {
 // no limit on the number of headers, so a fast client could make it buffer gigabytes before the
 // head deadline) gets a 431 and the connection is shut down, which the read then reports as EOF.
 extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
+  if (fd == t_linger_socket && fd >= 0) {
+    t_linger_socket = -1;
+    char scratch[16384];
+    size_t drained = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(qs::request_deadline::kLingerSeconds);
+    while (drained < qs::request_deadline::kLingerBytes) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
+      if (left <= 0) break;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+      const ssize_t k = ::recvfrom(fd, scratch, sizeof scratch, MSG_DONTWAIT, nullptr, nullptr);
+      if (k <= 0) break;
+      drained += static_cast<size_t>(k);
+    }
+    return 0;
+  }
   const ssize_t n = ::recvfrom(fd, buffer, length, flags, nullptr, nullptr);
   if (n > 0 && fd == t_head_socket) {
     t_head_bytes += static_cast<size_t>(n);
@@ -62,7 +84,7 @@ extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
     t_body_bytes += static_cast<size_t>(n);
     const size_t limit = g_max_body_bytes.load(std::memory_order_relaxed);
     if (limit > 0 && t_body_bytes > qs::request_deadline::chunked_wire_limit(limit)) {
-      const std::string reply = qs::request_deadline::chunked_body_too_large_reply(limit);
+      const std::string reply = qs::request_deadline::chunked_body_too_large_reply(limit, t_anthropic);
       ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
       ::shutdown(fd, SHUT_RDWR);
       t_body_socket = -1;
@@ -140,10 +162,12 @@ void set_phase(Phase phase, bool chunked_body = false) {
 
 size_t chunked_wire_limit(size_t max_body_bytes) { return max_body_bytes + max_body_bytes / 8 + 4096; }
 
-std::string chunked_body_too_large_reply(size_t max_body_bytes) {
-  const std::string body = "{\"error\":{\"message\":\"chunked request body larger than " + std::to_string(max_body_bytes) +
-                           " bytes (--max-body-bytes)\",\"type\":\"invalid_request_error\",\"param\":null,"
-                           "\"code\":\"request_too_large\"}}";
+std::string chunked_body_too_large_reply(size_t max_body_bytes, bool anthropic) {
+  const std::string message = "chunked request body larger than " + std::to_string(max_body_bytes) + " bytes (--max-body-bytes)";
+  const std::string body =
+      anthropic ? "{\"type\":\"error\",\"error\":{\"type\":\"request_too_large\",\"message\":\"" + message + "\"}}"
+                : "{\"error\":{\"message\":\"" + message + "\",\"type\":\"invalid_request_error\",\"param\":null,"
+                  "\"code\":\"request_too_large\"}}";
   return "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
@@ -194,6 +218,8 @@ void serve_connection(int fd, const std::function<void()>& serve) {
       t_connection_socket = -1;
       t_head_socket = -1;
       t_body_socket = -1;
+      t_linger_socket = -1;
+      t_close_requested = false;
       if (id == 0) return;
       std::lock_guard<std::mutex> lock(s.mutex);
       auto it = s.connections.find(id);
@@ -204,11 +230,24 @@ void serve_connection(int fd, const std::function<void()>& serve) {
   serve();
 }
 
-void head_received(bool body_follows, bool chunked) {
+size_t max_body_bytes() { return g_max_body_bytes.load(std::memory_order_relaxed); }
+
+void head_received(bool body_follows, bool chunked, bool anthropic) {
+  t_anthropic = anthropic;
   set_phase(body_follows ? Phase::kBody : Phase::kHandling, body_follows && chunked);
 }
 void body_received() { set_phase(Phase::kHandling); }
-void response_sent() { set_phase(Phase::kHead); }
+void response_sent() {
+  if (t_close_requested) {
+    t_close_requested = false;
+    if (t_served_socket >= 0) {
+      ::shutdown(t_served_socket, SHUT_WR);
+      t_linger_socket = t_served_socket;
+    }
+  }
+  set_phase(Phase::kHead);
+}
+void close_after_response() { t_close_requested = true; }
 
 uint64_t connections_cut() { return state().cut.load(); }
 

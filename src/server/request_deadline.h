@@ -49,9 +49,11 @@ void configure(const Timeouts& timeouts, size_t max_body_bytes = 0);
 /// of ~64 bytes or more; a client sending smaller chunks gets 413 earlier) and for bytes of a
 /// pipelined next request read with the body's end.
 size_t chunked_wire_limit(size_t max_body_bytes);
-/// The complete HTTP 413 response (OpenAI-shaped JSON, Connection: close) sent for a chunked body
-/// over the cap.
-std::string chunked_body_too_large_reply(size_t max_body_bytes);
+/// The complete HTTP 413 response (Connection: close) sent for a chunked body over the cap: JSON in
+/// Anthropic's error shape when `anthropic` (a /v1/messages request), else OpenAI's.
+std::string chunked_body_too_large_reply(size_t max_body_bytes, bool anthropic = false);
+/// The --max-body-bytes given to configure() (0: none): the cap on a decoded chunked body too.
+size_t max_body_bytes();
 
 /// The socket accept() returned last on this thread, or -1; resets it to -1.
 int take_accepted_socket();
@@ -65,10 +67,20 @@ int current_socket();
 void serve_connection(int fd, const std::function<void()>& serve);
 
 /// Phase changes of the connection served by the calling thread (no-ops on other threads).
-/// `chunked`: the body is sent with Transfer-Encoding: chunked (counted against the cap).
-void head_received(bool body_follows, bool chunked = false);
+/// `chunked`: the body is sent with Transfer-Encoding: chunked (counted against the cap);
+/// `anthropic`: a /v1/messages request (the shape of the cap's 413).
+void head_received(bool body_follows, bool chunked = false, bool anthropic = false);
 void body_received();
 void response_sent();
+/// Ends the connection served by the calling thread once the response in progress is sent: the
+/// response goes out, the write side is shut (FIN), then what the client still sends (an unread
+/// body) is read and discarded for up to kLingerSeconds or kLingerBytes, and the next read reports
+/// EOF, so httplib closes the connection instead of parsing the body as a next request (RFC 9112
+/// section 9.6; the lingering read keeps the kernel from answering unread data with a reset that
+/// could destroy the response before the client reads it).
+void close_after_response();
+inline constexpr double kLingerSeconds = 1.0;
+inline constexpr size_t kLingerBytes = 16u << 20;
 
 /// Connections cut by a deadline since the process started.
 uint64_t connections_cut();

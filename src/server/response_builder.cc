@@ -97,7 +97,9 @@ json chat_message(const GenerationJob& job, const ChoiceState& c, std::string& f
       for (auto& call : calls) call.erase("index");
       message["tool_calls"] = calls;
       content = parsed.content;
-      finish_reason = "tool_calls";
+      // A generation cut by max_tokens stays "length" (OpenAI: the output was truncated; a
+      // further call may have been cut), whatever calls were complete before the cut.
+      if (finish_reason != "length") finish_reason = "tool_calls";
     }
   }
   message["content"] = content.empty() && message.contains("tool_calls") ? json(nullptr) : json(content);
@@ -248,7 +250,7 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
   }
   if (finished) {
     std::string finish_reason = state.finish_reason;
-    if (tool_parsers_[index] && tool_parsers_[index]->n_calls() > 0) finish_reason = "tool_calls";
+    if (tool_parsers_[index] && tool_parsers_[index]->n_calls() > 0 && finish_reason != "length") finish_reason = "tool_calls";
     json finish = {{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
     if (job_.report_stop_cause) finish["stop_cause"] = state.stop_cause;
     out += sse_data(chunk(std::move(finish)));

@@ -296,6 +296,54 @@ test('a chunked body past --max-body-bytes gets 413; a body cut short of its Con
   assert.equal(after.status, 200, 'the server keeps serving');
 });
 
+test('a rejected body is never read as a next request; both framings at once are refused and the connection closed', async () => {
+  // RFC 9112 9.6: after a response with "Connection: close" the server reads no further request.
+  // cpp-httplib 0.11 closed only on the client's own "Connection: close" and parsed the unread body
+  // as the next request (a second answer, 431 or 414, and a request counted that was never made).
+  const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n';
+  const countResponses = (text) => (text.match(/HTTP\/1\.1 \d{3} /g) || []).length;
+  const nine = 9 << 20;  // above the default --max-body-bytes of 8 MiB
+  const over = await rawExchange(server.port, [head + `Content-Length: ${nine}\r\n\r\n`, 'x'.repeat(nine)], { stall: true });
+  assert.equal(over.status, 413, over.text.slice(0, 300));
+  assert.equal(countResponses(over.text), 1, over.text.slice(0, 600));
+  // RFC 9112 6.1: Content-Length and Transfer-Encoding together: refused, then the connection ends
+  // (the client keeps it open: the close comes from the server).
+  const both = await rawExchange(server.port, [head + 'Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n'],
+                                 { stall: true });
+  assert.equal(both.status, 400, both.text);
+  assert.equal(both.json?.error?.code, 'invalid_content_length', both.text);
+  assert.match(both.headers, /connection: close/i);
+  assert.equal(countResponses(both.text), 1, both.text);
+  const metrics = await (await fetch(`http://127.0.0.1:${server.port}/metrics`)).text();
+  assert.ok(!/qwenserve_http_requests_total\{status="41[4]"\}/.test(metrics), 'no 414 counted for a request never made');
+  const after = await server.post('/v1/chat/completions', { model: SERVED, messages: MESSAGES, max_tokens: 2 });
+  assert.equal(after.status, 200, 'the server keeps serving');
+});
+
+test('chunked bodies: the decoded body is held to --max-body-bytes, and /v1/messages gets its 413 in Anthropic\'s shape', async () => {
+  const chunked = (path, mib) => {
+    const piece = 'x'.repeat(1 << 20);
+    const chunks = [`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`];
+    for (let i = 0; i < mib; ++i) chunks.push(`${piece.length.toString(16)}\r\n${piece}\r\n`);
+    chunks.push(`${(1 << 19).toString(16)}\r\n${'x'.repeat(1 << 19)}\r\n0\r\n\r\n`);
+    return chunks;
+  };
+  // 8.5 MiB decoded: within the wire allowance for chunk framing, above the 8 MiB limit itself.
+  // The client keeps its side open (a half-closed client counts as gone and gets no reply); the
+  // server keeps the connection alive after this 413 (the body was read whole), so the exchange
+  // ends at its timeout.
+  const slightly = await rawExchange(server.port, chunked('/v1/chat/completions', 8), { stall: true, timeoutMs: 3000 });
+  assert.equal(slightly.status, 413, slightly.text.slice(0, 300));
+  assert.equal(slightly.json?.error?.code, 'request_too_large', slightly.text.slice(0, 300));
+  // Anthropic's error shape on its route, whether the cap is met on the wire or after decoding.
+  for (const mib of [8, 12]) {
+    const res = await rawExchange(server.port, chunked('/v1/messages', mib), { stall: true, timeoutMs: 3000 });
+    assert.equal(res.status, 413, res.text.slice(0, 300));
+    assert.equal(res.json?.type, 'error', res.text.slice(0, 300));
+    assert.equal(res.json?.error?.type, 'request_too_large', res.text.slice(0, 300));
+  }
+});
+
 test('GET /v1/models/{model}: the model object for served names, 404 model_not_found otherwise', async () => {
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: 'unused' });
   for (const name of [SERVED, ALIAS]) {

@@ -70,7 +70,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     lengths_ok = lengths_ok && all_digits(v) && v == req.get_header_value("Content-Length", 0);
   }
   if (lengths_ok && lengths > 0) declared = std::stoull(req.get_header_value("Content-Length"));
-  const bool body_ok = lengths > 0 ? lengths_ok && declared <= kMaxBody
+  // RFC 9112 6.1: both framings at once are refused (400, connection closed).
+  const bool both_framings = lengths > 0 && req.has_header("Transfer-Encoding");
+  const bool body_ok = both_framings ? false
+                       : lengths > 0 ? lengths_ok && declared <= kMaxBody
                                    : req.method != "POST" ||
                                          req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
   const bool auth_ok = req.path.rfind("/v1/", 0) != 0 || req.get_header_value("Authorization") == "Bearer key";
@@ -81,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int status = verdict->error.status();
   check(status == 400 || status == 401 || status == 411 || status == 413, "unexpected status " + std::to_string(status));
   check(verdict->close_connection == (status != 401), "connection handling differs from the status");
-  if (status == 400) check(!lengths_ok, "400 for valid Content-Length headers");
+  if (status == 400) check(!lengths_ok || both_framings, "400 for valid Content-Length headers");
   if (status == 413) check(lengths_ok && declared > kMaxBody, "413 for a length within the limit");
   if (status == 411) check(lengths == 0 && !body_ok, "411 although the body is delimited");
   if (status == 401) check(body_ok && !auth_ok, "401 for a request that is authorised or malformed");

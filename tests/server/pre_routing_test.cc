@@ -62,6 +62,19 @@ TEST(PreRouting, DeclaredLengthAboveTheLimitIs413AndCloses) {
   EXPECT_TRUE(rejection->close_connection);
 }
 
+// RFC 9112 section 6.1: Content-Length and Transfer-Encoding together may be rejected, and the
+// connection must be closed after the response either way.
+TEST(PreRouting, ContentLengthWithTransferEncodingIs400AndCloses) {
+  const ServerOptions options = options_with_limit(1000);
+  for (const std::string te : {"chunked", "gzip, chunked", "identity"}) {
+    const auto rejection =
+        check_request_headers(request("POST", "/v1/completions", {{"Content-Length", "2"}, {"Transfer-Encoding", te}}), options);
+    ASSERT_TRUE(rejection) << te;
+    EXPECT_EQ(rejection->error.status(), 400) << te;
+    EXPECT_TRUE(rejection->close_connection) << te;
+  }
+}
+
 TEST(PreRouting, PostWithoutLengthOrChunkingIs411AndCloses) {
   const auto rejection = check_request_headers(request("POST", "/v1/chat/completions", {}), ServerOptions{});
   ASSERT_TRUE(rejection);

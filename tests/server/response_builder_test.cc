@@ -97,6 +97,22 @@ TEST(ResponseBuilder, ToolCallsHaveAFunctionTypeAnIdAndJsonStringArguments) {
   EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), (json{{"city", "Paris"}, {"days", 2}}));
 }
 
+// A forced tool call cut by max_tokens after one complete call: the calls made are returned, and
+// finish_reason says the output was truncated ("length", OpenAI's rule for a max_tokens cut; the
+// README's "length if max_tokens cuts it"), not "tool_calls" as if the model had finished.
+TEST(ResponseBuilder, ToolCallsCutByMaxTokensFinishWithLength) {
+  GenerationJob job = job_of(GenerationJob::Api::kChat);
+  job.parse_tool_calls = true;
+  const std::vector<ChoiceState> choices{finished_choice(
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_w",
+      60, "length")};
+  const json body = build_response(job, choices, test::qwen_tokenizer());
+  const json& choice = body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+}
+
 TEST(ResponseBuilder, TextWithoutToolCallsIsPlainContent) {
   GenerationJob job = job_of(GenerationJob::Api::kChat);
   job.parse_tool_calls = true;

@@ -200,6 +200,24 @@ TEST(SseStream, AToolCallInOneEventIsOneEntryPerIndexInItsChunk) {
   EXPECT_EQ(json::parse(arguments), json::parse(R"({"city": "Paris"})"));
 }
 
+// Streamed, the same rule as the whole response: a complete call followed by a max_tokens cut
+// finishes with "length"; a call that ends the generation, with "tool_calls".
+TEST(SseStream, ToolCallsCutByMaxTokensFinishWithLength) {
+  GenerationJob job = stream_job(GenerationJob::Api::kChat, false);
+  job.parse_tool_calls = true;
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  for (const std::string reason : {"length", "stop"}) {
+    const std::string body = stream(job, {{delta(call + "\n<tool_call>\n{\"na", 1), finished(reason, 1)}});
+    const ParsedChunks parsed = parse_openai_stream(body);
+    std::string finish;
+    for (const json& chunk : parsed.chunks) {
+      if (!chunk["choices"].empty() && chunk["choices"][0]["finish_reason"].is_string()) finish = chunk["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(finish, reason == "length" ? "length" : "tool_calls") << body;
+  }
+}
+
 TEST(SseStream, IncludeUsageAddsNullUsageToEveryChunkAndOneUsageChunkBeforeDone) {
   const std::string body =
       stream(stream_job(GenerationJob::Api::kChat, true), {{delta("a", 1), delta("b", 2), finished("stop", 2)}});

@@ -54,6 +54,14 @@ std::optional<ApiError> json_content_type_error(const httplib::Request& req) {
 nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
   if (std::optional<ApiError> error = json_content_type_error(req)) throw *error;
   request_deadline::body_received();  // the body has arrived: its deadline no longer applies
+  // A Content-Length body above the limit never gets here (413 from its headers); a chunked one is
+  // capped on the wire with an allowance for its framing (request_deadline.h), so the decoded body
+  // is held to the limit itself here.
+  if (const size_t limit = request_deadline::max_body_bytes(); limit > 0 && req.body.size() > limit) {
+    throw ApiError(413, "request body of " + std::to_string(req.body.size()) + " bytes exceeds the limit of " +
+                            std::to_string(limit) + " bytes (--max-body-bytes)",
+                   "", "invalid_request_error", "request_too_large");
+  }
   return parse_json_limited(req.body);  // 400 invalid_json, or json_too_deep past kMaxJsonDepth levels
 }
 

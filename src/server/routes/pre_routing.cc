@@ -32,6 +32,12 @@ bool has_chunked_body(const httplib::Request& req) {
 }
 
 std::optional<HeaderRejection> check_request_headers(const httplib::Request& req, const ServerOptions& options) {
+  // RFC 9112 section 6.1: a request with both may be rejected, and the connection must be closed
+  // after the response either way (the two framings disagree: request smuggling).
+  if (req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) {
+    return closing(ApiError(400, "a request may not carry both Content-Length and Transfer-Encoding", "",
+                            "invalid_request_error", "invalid_content_length"));
+  }
   if (const std::optional<std::string> length = invalid_content_length(req)) {
     return closing(ApiError(400, "invalid Content-Length header '" + *length +
                                      "': expected one non-negative decimal number of bytes",

@@ -23,6 +23,8 @@ struct HeaderRejection {
 bool has_chunked_body(const httplib::Request& req);
 
 /// The rejection of `req` from its headers, or nullopt when it may be routed:
+/// - both Content-Length and Transfer-Encoding (RFC 9112 section 6.1): 400 invalid_content_length,
+///   connection closed;
 /// - Content-Length not one decimal number (RFC 9112 section 6.3: 1*DIGIT; several must agree):
 ///   400 invalid_content_length, connection closed;
 /// - declared length above options.max_body_bytes: 413 request_too_large, connection closed;
