@@ -278,7 +278,18 @@ void stream_generation(GenerationJob job, std::vector<ChoiceState> choices, cons
   }
   if (client_gone) {
     for (auto& c : choices) c.stream->cancel();
+    // The engine ends a cancelled sequence within a step with a last event (finish_reason
+    // "cancelled", the exact completion_tokens): wait for it, as the non-streaming path does, so
+    // the log line and the token counters agree. Bounded: a stuck engine cannot hold the worker.
+    const auto give_up = SteadyClock::now() + std::chrono::seconds(2);
+    for (auto& c : choices) {
+      while (!c.done && SteadyClock::now() < give_up) {
+        EngineEvent event;
+        if (next_event(c, event, std::chrono::milliseconds(20))) c.apply(event);
+      }
+    }
     metrics::RequestRecord record = make_record(job, choices, latency, 499);
+    if (record.finish_reason.empty()) record.finish_reason = "cancelled";
     record.error = "client disconnected";
     finish_record(job, metrics, record);
     return;

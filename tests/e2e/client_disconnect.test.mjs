@@ -116,3 +116,33 @@ test('a non-streaming request whose client disconnects is cancelled: KV freed, 4
   });
   assert.equal(next.status, 200, next.text);
 });
+
+test('a streaming request whose client disconnects mid-stream is logged as cancelled with its exact tokens', async () => {
+  const before = await snapshot();
+  const body = JSON.stringify({
+    model: 'x', messages: [{ role: 'user', content: 'Write a very long story.' }],
+    max_tokens: MAX_TOKENS, temperature: 1, seed: 4, stream: true,
+  });
+  const socket = net.connect(server.port, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.on('error', () => {});
+  let received = '';
+  const firstChunks = new Promise((resolve) => socket.on('data', (d) => {
+    received += d;
+    if ((received.match(/data: /g) || []).length >= 3) resolve();
+  }));
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+               `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  await firstChunks;  // the stream has started
+  socket.destroy();
+  const afterwards = await waitFor((s) => s.running === 0 && s.kvReferenced === 0 && s.status499 === before.status499 + 1, 5_000);
+  assert.equal(afterwards.status499, before.status499 + 1, 'qwenserve_http_requests_total{status="499"} + 1');
+  const records = (await server.waitForLogRecords(2, 3000)).filter((r) => r.max_tokens === MAX_TOKENS && r.status === 499);
+  const rec = records[records.length - 1];
+  assert.ok(rec, 'a 499 log line for the stream');
+  assert.equal(rec.finish_reason, 'cancelled', JSON.stringify(rec));
+  assert.equal(rec.error, 'client disconnected');
+  assert.equal(afterwards.generationTokens - before.generationTokens, rec.completion_tokens,
+               'generation_tokens_total grew by the logged completion tokens');
+  assert.ok(rec.completion_tokens < MAX_TOKENS / 4, `stopped early: ${rec.completion_tokens} of ${MAX_TOKENS} tokens`);
+});
