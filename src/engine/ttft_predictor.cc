@@ -194,17 +194,15 @@ TtftPrediction replay(const LoadSnapshot& load, int64_t prompt_tokens, int32_t p
 
 TtftPrediction predict_ttft(const LoadSnapshot& load, int64_t prompt_tokens, int32_t priority, int64_t n_choices) {
   if (!load.costs.known()) return {};
-  if (load.output_samples.size() < kMinOutputSamples) {
-    OutputDraw draw(load, 0);
-    return replay(load, prompt_tokens, priority, n_choices, draw);
-  }
+  // The mean rule (too few samples) gives every replay the same lengths: one is enough.
+  const int n_replays = load.output_samples.size() < kMinOutputSamples ? 1 : kOutputReplays;
   std::vector<TtftPrediction> replays;
-  replays.reserve(kOutputReplays);
-  for (int i = 0; i < kOutputReplays; ++i) {
+  replays.reserve(static_cast<size_t>(n_replays));
+  for (int i = 0; i < n_replays; ++i) {
     OutputDraw draw(load, i);
     replays.push_back(replay(load, prompt_tokens, priority, n_choices, draw));
   }
-  const auto median = replays.begin() + kOutputReplays / 2;
+  const auto median = replays.begin() + n_replays / 2;
   std::nth_element(replays.begin(), median, replays.end(),
                    [](const TtftPrediction& a, const TtftPrediction& b) { return a.ttft_s < b.ttft_s; });
   return *median;

@@ -6,6 +6,7 @@
 
 #include "server/openai_request.h"
 #include "server/routes/media_type.h"
+#include "server/routes/pre_routing.h"
 #include "server/request_deadline.h"
 
 namespace qs {
@@ -58,9 +59,7 @@ nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
   // capped on the wire with an allowance for its framing (request_deadline.h), so the decoded body
   // is held to the limit itself here.
   if (const size_t limit = request_deadline::max_body_bytes(); limit > 0 && req.body.size() > limit) {
-    throw ApiError(413, "request body of " + std::to_string(req.body.size()) + " bytes exceeds the limit of " +
-                            std::to_string(limit) + " bytes (--max-body-bytes)",
-                   "", "invalid_request_error", "request_too_large");
+    throw body_too_large_error(req.body.size(), limit);
   }
   return parse_json_limited(req.body);  // 400 invalid_json, or json_too_deep past kMaxJsonDepth levels
 }

@@ -27,6 +27,12 @@ HeaderRejection closing(ApiError error) { return {std::move(error), true}; }
 
 }  // namespace
 
+ApiError body_too_large_error(unsigned long long bytes, size_t limit) {
+  return ApiError(413, "request body of " + std::to_string(bytes) + " bytes exceeds the limit of " + std::to_string(limit) +
+                           " bytes (--max-body-bytes)",
+                  "", "invalid_request_error", "request_too_large");
+}
+
 bool has_chunked_body(const httplib::Request& req) {
   return req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
 }
@@ -49,9 +55,7 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
   if (req.has_header("Content-Length")) {
     const unsigned long long declared = std::stoull(req.get_header_value("Content-Length"));  // validated above
     if (declared > options.max_body_bytes) {
-      return closing(ApiError(413, "request body of " + std::to_string(declared) + " bytes exceeds the limit of " +
-                                       std::to_string(options.max_body_bytes) + " bytes (--max-body-bytes)",
-                              "", "invalid_request_error", "request_too_large"));
+      return closing(body_too_large_error(declared, options.max_body_bytes));
     }
   } else if (req.method == "POST" && !has_chunked_body(req)) {
     return closing(ApiError(411, "a POST needs a Content-Length header (or chunked transfer encoding)", "",

@@ -22,6 +22,9 @@ struct HeaderRejection {
 /// cpp-httplib reads when there is no Content-Length.
 bool has_chunked_body(const httplib::Request& req);
 
+/// 413 request_too_large for a body of `bytes` above `limit` (--max-body-bytes).
+ApiError body_too_large_error(unsigned long long bytes, size_t limit);
+
 /// The rejection of `req` from its headers, or nullopt when it may be routed:
 /// - both Content-Length and Transfer-Encoding (RFC 9112 section 6.1): 400 invalid_content_length,
 ///   connection closed;
