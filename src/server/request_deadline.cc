@@ -50,33 +50,53 @@ extern "C" int accept(int fd, struct sockaddr* addr, socklen_t* addr_len) {
   return socket;
 }
 
+namespace {
+
+// Lingering close (RFC 9112 9.6; nginx's lingering_close): after the server's last response and
+// shutdown(SHUT_WR), read and discard what the client still sends, for at most kLingerSeconds and
+// kLingerBytes, so that the close that follows finds no unread data. Closing with unread data makes
+// the kernel answer with a reset, and a reset that reaches the client before it has read the
+// response discards that response (the client would see ECONNRESET instead of the 413 or 431).
+void drain_before_close(int fd) {
+  char scratch[16384];
+  size_t drained = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(qs::request_deadline::kLingerSeconds);
+  while (drained < qs::request_deadline::kLingerBytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    const ssize_t k = ::recvfrom(fd, scratch, sizeof scratch, MSG_DONTWAIT, nullptr, nullptr);
+    if (k <= 0) break;
+    drained += static_cast<size_t>(k);
+  }
+}
+
+// Sends `reply` as the connection's last response, then closes it the lingering way.
+void reply_and_linger(int fd, const char* reply, size_t size) {
+  ::send(fd, reply, size, MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
+  drain_before_close(fd);
+}
+
+}  // namespace
+
 // cpp-httplib reads requests with recv(); a head that grows past kMaxHeadBytes (cpp-httplib 0.11 has
 // no limit on the number of headers, so a fast client could make it buffer gigabytes before the
-// head deadline) gets a 431 and the connection is shut down, which the read then reports as EOF.
+// head deadline) gets a 431 and the connection ends (lingering close), which the read then reports
+// as EOF. A chunked body past its wire limit gets a 413 the same way.
 extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
   if (fd == t_linger_socket && fd >= 0) {
     t_linger_socket = -1;
-    char scratch[16384];
-    size_t drained = 0;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(qs::request_deadline::kLingerSeconds);
-    while (drained < qs::request_deadline::kLingerBytes) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
-      if (left <= 0) break;
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
-      const ssize_t k = ::recvfrom(fd, scratch, sizeof scratch, MSG_DONTWAIT, nullptr, nullptr);
-      if (k <= 0) break;
-      drained += static_cast<size_t>(k);
-    }
+    drain_before_close(fd);
     return 0;
   }
   const ssize_t n = ::recvfrom(fd, buffer, length, flags, nullptr, nullptr);
   if (n > 0 && fd == t_head_socket) {
     t_head_bytes += static_cast<size_t>(n);
     if (t_head_bytes > qs::request_deadline::kMaxHeadBytes) {
-      ::send(fd, kHeadTooLarge, sizeof kHeadTooLarge - 1, MSG_NOSIGNAL);
-      ::shutdown(fd, SHUT_RDWR);
       t_head_socket = -1;
+      reply_and_linger(fd, kHeadTooLarge, sizeof kHeadTooLarge - 1);
       return 0;
     }
   }
@@ -84,10 +104,9 @@ extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
     t_body_bytes += static_cast<size_t>(n);
     const size_t limit = g_max_body_bytes.load(std::memory_order_relaxed);
     if (limit > 0 && t_body_bytes > qs::request_deadline::chunked_wire_limit(limit)) {
-      const std::string reply = qs::request_deadline::chunked_body_too_large_reply(limit, t_anthropic);
-      ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
-      ::shutdown(fd, SHUT_RDWR);
       t_body_socket = -1;
+      const std::string reply = qs::request_deadline::chunked_body_too_large_reply(limit, t_anthropic);
+      reply_and_linger(fd, reply.data(), reply.size());
       return 0;
     }
   }

@@ -16,7 +16,7 @@
 // recv(2), which counts the bytes read while a head is expected. It also caps a chunked body
 // (Transfer-Encoding: chunked), which cpp-httplib 0.11 reads without any limit: past
 // chunked_wire_limit(max_body_bytes) bytes on the wire the client gets 413 request_too_large and
-// the connection is shut down. (A body with a Content-Length above the limit is refused from its
+// the connection ends with a lingering close. (A body with a Content-Length above the limit is refused from its
 // head, server/routes/pre_routing.h.)
 //
 // The HTTP server reports the phases from its handlers, always on the thread serving the

@@ -241,9 +241,11 @@ test('a declared body above --max-body-bytes gets 413 at once; a POST without a 
 
 /**
  * Writes `chunks` (stopping at the first write error), then half-closes unless `stall` (then it
- * waits with the connection open); resolves with what came back.
+ * waits with the connection open); resolves with what came back: at the server's close, at
+ * `timeoutMs`, or, with `oneResponse`, as soon as one whole response (head + Content-Length bytes)
+ * is in (for a server that rightly keeps the connection alive after answering).
  */
-function rawExchange(port, chunks, { timeoutMs = 10000, stall = false } = {}) {
+function rawExchange(port, chunks, { timeoutMs = 10000, stall = false, oneResponse = false } = {}) {
   return new Promise((resolve) => {
     const sock = net.connect(port, '127.0.0.1', async () => {
       for (const c of chunks) {
@@ -263,7 +265,16 @@ function rawExchange(port, chunks, { timeoutMs = 10000, stall = false } = {}) {
       resolve({ status: Number(text.split(' ')[1]), headers: text.slice(0, head), json, text });
     };
     const timer = setTimeout(finish, timeoutMs);
-    sock.on('data', (d) => { buf = Buffer.concat([buf, d]); });
+    const complete = () => {
+      const head = buf.indexOf('\r\n\r\n');
+      if (head < 0) return false;
+      const length = /\r\ncontent-length: *(\d+)/i.exec(buf.subarray(0, head).toString('latin1'));
+      return length !== null && buf.length >= head + 4 + Number(length[1]);
+    };
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      if (oneResponse && complete()) finish();
+    });
     sock.on('end', finish);
     sock.on('error', finish);  // a reset after the reply (the server shut the connection down)
   });
@@ -331,13 +342,14 @@ test('chunked bodies: the decoded body is held to --max-body-bytes, and /v1/mess
   // 8.5 MiB decoded: within the wire allowance for chunk framing, above the 8 MiB limit itself.
   // The client keeps its side open (a half-closed client counts as gone and gets no reply); the
   // server keeps the connection alive after this 413 (the body was read whole), so the exchange
-  // ends at its timeout.
-  const slightly = await rawExchange(server.port, chunked('/v1/chat/completions', 8), { stall: true, timeoutMs: 3000 });
+  // ends once the whole response is in. (A fixed 3-s wait failed CI on a loaded machine.)
+  const exchange = { stall: true, oneResponse: true, timeoutMs: 30000 };
+  const slightly = await rawExchange(server.port, chunked('/v1/chat/completions', 8), exchange);
   assert.equal(slightly.status, 413, slightly.text.slice(0, 300));
   assert.equal(slightly.json?.error?.code, 'request_too_large', slightly.text.slice(0, 300));
   // Anthropic's error shape on its route, whether the cap is met on the wire or after decoding.
   for (const mib of [8, 12]) {
-    const res = await rawExchange(server.port, chunked('/v1/messages', mib), { stall: true, timeoutMs: 3000 });
+    const res = await rawExchange(server.port, chunked('/v1/messages', mib), exchange);
     assert.equal(res.status, 413, res.text.slice(0, 300));
     assert.equal(res.json?.type, 'error', res.text.slice(0, 300));
     assert.equal(res.json?.error?.type, 'request_too_large', res.text.slice(0, 300));
