@@ -147,6 +147,7 @@ AnthropicRequest translate_anthropic_request(const ojson& body) {
   for (const char* name : {"model", "top_p", "top_k"}) {
     if (const ojson* v = field(body, name)) chat[name] = *v;  // checked by parse_chat_request
   }
+  json_field::forward_server_extensions(body, chat);
   if (const ojson* model = field(body, "model"); model != nullptr && !model->is_string()) {
     throw invalid_param("model", "model must be a string");
   }

@@ -13,4 +13,17 @@ inline const nlohmann::ordered_json* field(const nlohmann::ordered_json& body, c
   return &*it;
 }
 
+/// qwenserve's own per-request fields of /v1/chat/completions (`timeout` in seconds, vLLM's
+/// `priority`, `slo_ttft_ms`) that the translated routes (/v1/messages, /v1/responses) pass on to
+/// the chat request unchanged, so they mean the same on every generation route; the chat parser
+/// checks their types and ranges (a 400 naming the same field).
+inline constexpr const char* kServerExtensionFields[] = {"timeout", "priority", "slo_ttft_ms"};
+
+/// Copies the kServerExtensionFields present in `body` into `chat_body`.
+inline void forward_server_extensions(const nlohmann::ordered_json& body, nlohmann::ordered_json& chat_body) {
+  for (const char* name : kServerExtensionFields) {
+    if (const nlohmann::ordered_json* v = field(body, name)) chat_body[name] = *v;
+  }
+}
+
 }  // namespace qs::json_field

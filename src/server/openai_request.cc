@@ -132,6 +132,8 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
   f.stream = boolean(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw invalid_param("stream_options", "stream_options must be an object");
+    // OpenAI and vLLM refuse it on a non-streaming request (its fields shape the event stream).
+    if (!f.stream) throw invalid_param("stream_options", "stream_options is only allowed when stream is true");
     f.include_usage = boolean(*so, "include_usage", false);
     f.include_timings = boolean(*so, "include_timings", false);
   }

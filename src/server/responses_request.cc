@@ -169,6 +169,7 @@ ResponsesRequest translate_responses_request(const ojson& body) {
   for (const char* name : {"model", "temperature", "top_p", "top_k", "seed", "parallel_tool_calls"}) {
     if (const ojson* v = field(body, name)) chat[name] = *v;
   }
+  json_field::forward_server_extensions(body, chat);
   if (const ojson* v = field(body, "max_output_tokens")) {
     if (!v->is_number_integer() || v->get<int64_t>() < 1) throw invalid_param("max_output_tokens", "max_output_tokens must be an integer >= 1");
     chat["max_tokens"] = *v;

@@ -203,6 +203,24 @@ test('timeout: the body field ends a generation (408, or an SSE error when strea
   const bad = await small.post('/v1/chat/completions', chat('x', { timeout: -1 }));
   assert.equal(bad.status, 400);
   assert.equal(bad.json.error.param, 'timeout');
+  // The same field on the translated routes, answered in their own error shapes (Anthropic: 408
+  // timeout_error; OpenAI Responses: the chat error shape).
+  const messages = await small.post('/v1/messages', {
+    max_tokens: 1000, messages: [{ role: 'user', content: 'time me out' }], timeout: 0.05 });
+  assert.equal(messages.status, 408, messages.text);
+  assert.equal(messages.json?.type, 'error', messages.text);
+  assert.equal(messages.json?.error?.type, 'timeout_error', messages.text);
+  const responses = await small.post('/v1/responses', { input: 'time me out', max_output_tokens: 1000, timeout: 0.05 });
+  assert.equal(responses.status, 408, responses.text);
+  assert.equal(responses.json?.error?.code, 'request_timeout', responses.text);
+});
+
+test('stream_options on a non-streaming request is a 400 naming it (OpenAI, vLLM)', async () => {
+  const res = await small.post('/v1/chat/completions', chat('x', { max_tokens: 2, stream_options: { include_usage: true } }));
+  assert.equal(res.status, 400, res.text);
+  assert.equal(res.json?.error?.param, 'stream_options', res.text);
+  const ok = await small.post('/v1/chat/completions', chat('x', { max_tokens: 2, stream_options: null }));
+  assert.equal(ok.status, 200, ok.text);
 });
 
 test('a request larger than the KV cache gets 400 naming both numbers; nothing leaks', async () => {

@@ -47,7 +47,7 @@ json fields_json(const qs::GenerationFields& f) {
   body["stop"] = f.stop;
   body["n"] = f.n;
   body["stream"] = f.stream;
-  body["stream_options"] = {{"include_usage", f.include_usage}};
+  if (f.stream) body["stream_options"] = {{"include_usage", f.include_usage}};
   body["echo"] = f.echo;
   if (f.timeout_s) body["timeout"] = *f.timeout_s;
   return body;

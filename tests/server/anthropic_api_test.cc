@@ -42,6 +42,26 @@ TEST(AnthropicRequest, SystemMessagesStopsAndSamplingMapOntoTheChatRequest) {
   EXPECT_EQ(parsed.fields.sampling.top_k, 5);
 }
 
+TEST(AnthropicRequest, ServerExtensionsMeanWhatTheyMeanOnChat) {
+  // timeout (s), priority and slo_ttft_ms are qwenserve's per-request fields on every generation
+  // route; a wrong value is the chat parser's 400 naming the same field.
+  const AnthropicRequest r = translate_anthropic_request(ojson::parse(R"({"max_tokens": 4,
+      "messages": [{"role": "user", "content": "Hi"}], "timeout": 2.5, "priority": -3, "slo_ttft_ms": 800})"));
+  const ChatRequest parsed = parse_chat_request(r.chat_body, 1000);
+  EXPECT_DOUBLE_EQ(*parsed.fields.timeout_s, 2.5);
+  EXPECT_EQ(parsed.fields.priority, -3);
+  EXPECT_DOUBLE_EQ(*parsed.fields.slo_ttft_ms, 800.0);
+  const AnthropicRequest bad = translate_anthropic_request(ojson::parse(R"({"max_tokens": 4,
+      "messages": [{"role": "user", "content": "Hi"}], "timeout": -1})"));
+  try {
+    parse_chat_request(bad.chat_body, 1000);
+    ADD_FAILURE() << "timeout -1 accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "timeout");
+  }
+}
+
 TEST(AnthropicRequest, ToolUseAndToolResultBlocksBecomeToolCallsAndToolMessages) {
   const AnthropicRequest r = translate_anthropic_request(ojson::parse(R"({"max_tokens": 5, "messages": [
       {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},

@@ -150,6 +150,10 @@ TEST(OpenAiRequest, StreamOptionsIncludeUsage) {
   EXPECT_TRUE(r.fields.include_usage);
   expect_rejected(chat_body({{"stream", "yes"}}), "stream");
   expect_rejected(chat_body({{"stream_options", true}}), "stream_options");
+  // OpenAI's rule: "stream_options" only on a streaming request (400 otherwise); null is absent.
+  expect_rejected(chat_body({{"stream_options", {{"include_usage", true}}}}), "stream_options");
+  expect_rejected(chat_body({{"stream", false}, {"stream_options", ojson::object()}}), "stream_options");
+  EXPECT_NO_THROW(parse_chat_request(chat_body({{"stream_options", nullptr}}), kVocab));
 }
 
 TEST(OpenAiRequest, MessagesNeedAKnownRoleAndContent) {

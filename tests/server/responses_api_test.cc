@@ -44,6 +44,23 @@ TEST(ResponsesRequest, TextInputWithInstructionsBecomesSystemAndUserMessages) {
   EXPECT_EQ(r.echo["store"], false);
 }
 
+TEST(ResponsesRequest, ServerExtensionsMeanWhatTheyMeanOnChat) {
+  const ResponsesRequest r = translate_responses_request(
+      ojson::parse(R"({"input": "Hi", "timeout": 0.5, "priority": 2, "slo_ttft_ms": 1500})"));
+  const ChatRequest parsed = parse_chat_request(r.chat_body, 1000);
+  EXPECT_DOUBLE_EQ(*parsed.fields.timeout_s, 0.5);
+  EXPECT_EQ(parsed.fields.priority, 2);
+  EXPECT_DOUBLE_EQ(*parsed.fields.slo_ttft_ms, 1500.0);
+  const ResponsesRequest bad = translate_responses_request(ojson::parse(R"({"input": "Hi", "priority": "high"})"));
+  try {
+    parse_chat_request(bad.chat_body, 1000);
+    ADD_FAILURE() << "priority \"high\" accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "priority");
+  }
+}
+
 TEST(ResponsesRequest, FunctionCallRoundTripItemsBecomeToolCallsAndToolMessages) {
   const ResponsesRequest r = translate_responses_request(ojson::parse(R"({"input": [
       {"role": "user", "content": [{"type": "input_text", "text": "Weather in "}, {"type": "input_text", "text": "Paris?"}]},
