@@ -113,7 +113,7 @@ std::string served_model_for(const std::string& requested, const ServerOptions& 
   for (const std::string& alias : options.served_model_aliases) {
     if (requested == alias) return alias;
   }
-  throw ApiError(404, "The model `" + requested + "` does not exist.", "model", "NotFoundError", "model_not_found");
+  throw ApiError(404, "The model `" + requested + "` does not exist.", "model", "invalid_request_error", "model_not_found");
 }
 
 std::string render_chat_prompt(const JobContext& ctx, const ChatRequest& request) {

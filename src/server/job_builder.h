@@ -26,8 +26,9 @@ std::vector<int32_t> default_stop_token_ids(const Tokenizer& tokenizer);
 
 /// The model name a request's "model" field selects, as responses report it: the field itself when
 /// it is the served name or one of its aliases (ServerOptions), the served name when the field is
-/// absent, null or empty (as vLLM). Throws ApiError(404, type "NotFoundError", param "model", code
-/// "model_not_found") for any other name, message "The model `NAME` does not exist.".
+/// absent, null or empty (as vLLM). Throws ApiError(404, type "invalid_request_error", param "model",
+/// code "model_not_found": OpenAI's shape for an unknown model) for any other name, message "The
+/// model `NAME` does not exist.".
 std::string served_model_for(const std::string& requested, const ServerOptions& options);
 
 /// Throws ApiError(404) for an unknown model (served_model_for), ApiError(400) when the template rejects the conversation, the prompt does not fit the

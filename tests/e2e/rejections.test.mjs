@@ -1,6 +1,6 @@
 // End-to-end tests of what `qwenserve serve` refuses, on the tiny random-weight test model:
 // configurations that cannot work exit 1 at startup with a clear message (and no drain), requests
-// naming an unknown model get vLLM's 404, a malformed Content-Length gets a prompt 400, and every
+// naming an unknown model get OpenAI's 404 (model_not_found), a malformed Content-Length gets a prompt 400, and every
 // rejected request gets one JSON log line.
 //
 // Run: QS_BIN=build/release/qwenserve node --test tests/e2e/rejections.test.mjs
@@ -122,7 +122,7 @@ test('HTTP worker threads that cannot be created: exit 1 with a message, not an 
   assertStartupError(res, /^error: cannot start 948 HTTP worker threads \(\d+ started\): /m);
 });
 
-test('unknown model: 404 NotFoundError naming it, on both generation routes and through the client', async () => {
+test('unknown model: 404 model_not_found naming it, on both generation routes and through the client', async () => {
   for (const [route, body] of [
     ['/v1/chat/completions', { model: 'nonexistent', messages: MESSAGES, max_tokens: 2 }],
     ['/v1/completions', { model: 'nonexistent', prompt: 'Hi', max_tokens: 2 }],
@@ -134,8 +134,9 @@ test('unknown model: 404 NotFoundError naming it, on both generation routes and 
     assert.ok(e, `OpenAI error body: ${res.text}`);
     assert.equal(e.message, 'The model `nonexistent` does not exist.');
     assert.equal(e.param, 'model');
-    assert.equal(typeof e.type, 'string');
-    assert.ok('code' in e);
+    // OpenAI's unknown-model error: invalid_request_error / model_not_found.
+    assert.equal(e.type, 'invalid_request_error');
+    assert.equal(e.code, 'model_not_found');
   }
   const client = new OpenAI({ baseURL: server.baseURL, apiKey: 'unused', maxRetries: 0 });
   await assert.rejects(

@@ -13,7 +13,7 @@ namespace qs {
 namespace {
 
 TEST(RejectionLog, JsonLineCarriesStatusAndTheErrorButNoTokenCounts) {
-  const ApiError error(404, "The model `nope` does not exist.", "model", "NotFoundError", "model_not_found");
+  const ApiError error(404, "The model `nope` does not exist.", "model", "invalid_request_error", "model_not_found");
   const RejectedRequest r = rejected_request(error, "POST", "/v1/chat/completions");
   // 2025-01-31T23:59:58.123Z = 1738367998123 ms after the epoch.
   const std::chrono::system_clock::time_point at{std::chrono::milliseconds(1738367998123)};
@@ -25,7 +25,7 @@ TEST(RejectionLog, JsonLineCarriesStatusAndTheErrorButNoTokenCounts) {
   EXPECT_EQ(j["status"], 404);
   EXPECT_EQ(j["method"], "POST");
   EXPECT_EQ(j["path"], "/v1/chat/completions");
-  EXPECT_EQ(j["error_type"], "NotFoundError");
+  EXPECT_EQ(j["error_type"], "invalid_request_error");
   EXPECT_EQ(j["error_code"], "model_not_found");
   EXPECT_EQ(j["error"], "The model `nope` does not exist.");
   for (const char* absent : {"prompt_tokens", "completion_tokens", "cached_tokens", "ttft_ms"}) {

@@ -32,7 +32,7 @@ TEST(ServedModel, UnknownNameIs404NamingTheModel) {
       const auto j = e.to_json();
       EXPECT_EQ(j["error"]["message"], "The model `" + name + "` does not exist.");
       EXPECT_EQ(j["error"]["param"], "model");
-      EXPECT_EQ(j["error"]["type"], "NotFoundError");
+      EXPECT_EQ(j["error"]["type"], "invalid_request_error");  // OpenAI's unknown-model error
       EXPECT_EQ(j["error"]["code"], "model_not_found");
     }
   }

@@ -55,8 +55,10 @@ std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Res
   const std::string message = res.status == 413   ? "request body exceeds " + std::to_string(max_body_bytes) + " bytes"
                               : res.status == 404 ? "no route for " + req.method + " " + req.path
                                                   : "HTTP error " + std::to_string(res.status);
-  return ApiError(res.status, message, "", res.status == 404 ? "not_found_error" : "invalid_request_error",
-                  res.status == 413 ? "request_too_large" : "");
+  // OpenAI's shape for an unknown URL: invalid_request_error (Anthropic's not_found_error is given by
+  // anthropic_error_json on its routes).
+  return ApiError(res.status, message, "", "invalid_request_error",
+                  res.status == 413 ? "request_too_large" : res.status == 404 ? "not_found" : "");
 }
 
 }  // namespace qs
