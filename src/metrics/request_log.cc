@@ -39,6 +39,7 @@ std::string request_log_line(const RequestRecord& record, std::chrono::system_cl
   nlohmann::ordered_json line = {
       {"ts", format_iso8601_utc(finished_at)},
       {"id", record.id},
+      {"request_id", record.request_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(record.request_id)},
       {"status", record.status},
       {"finish_reason", record.finish_reason.empty() ? nlohmann::ordered_json(nullptr)
                                                      : nlohmann::ordered_json(record.finish_reason)},

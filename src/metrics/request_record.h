@@ -18,6 +18,7 @@ namespace qs::metrics {
 
 struct RequestRecord {
   std::string id;                          ///< response id, e.g. "chatcmpl-..."
+  std::string request_id;                  ///< the client's X-Request-Id; empty when it sent none
   int status = 200;                        ///< HTTP status code sent to the client
   std::string finish_reason;               ///< "stop", "length", ...; empty when none
   std::int64_t prompt_tokens = 0;

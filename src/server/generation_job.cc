@@ -37,6 +37,7 @@ metrics::RequestRecord make_record(const GenerationJob& job, const std::vector<C
                                    const LatencyTracker& latency, int status) {
   metrics::RequestRecord r;
   r.id = job.id;
+  r.request_id = job.client_request_id;
   r.status = status;
   r.prompt_tokens = static_cast<int64_t>(job.prompt_ids.size());
   double queue_ms = 0;

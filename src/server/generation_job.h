@@ -22,6 +22,7 @@ struct GenerationJob {
   enum class Api { kChat, kCompletion };
   Api api = Api::kChat;
   std::string id;                   // "chatcmpl-..." / "cmpl-..."
+  std::string client_request_id;    // the client's X-Request-Id header (client_request_id()), or ""
   std::string model;                // served model name
   int64_t created = 0;              // unix seconds
   std::vector<int32_t> prompt_ids;

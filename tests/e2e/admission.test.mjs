@@ -263,3 +263,24 @@ test('preemption: concurrent requests beyond a tiny KV budget all complete with 
   const m = (await tight.metrics()).values;
   assert.equal(m.get('qwenserve_num_preemptions_total'), after.preemptions);
 });
+
+test('X-Request-Id: echoed as x-request-id and logged as request_id; an unusable one is ignored', async () => {
+  const traced = await small.post('/v1/chat/completions', chat('trace me', { max_tokens: 2 }),
+                                  { headers: { 'X-Request-Id': 'gw-trace-42:a.b' } });
+  assert.equal(traced.status, 200, traced.text);
+  assert.equal(traced.headers.get('x-request-id'), 'gw-trace-42:a.b');
+  assert.match(traced.json.id, /^chatcmpl-/, 'the response id stays the server\'s own');
+  const rec = await small.logRecordFor(traced.json.id);
+  assert.equal(rec.request_id, 'gw-trace-42:a.b', JSON.stringify(rec));
+  // On a translated route too (the header is read before the request is translated).
+  const messages = await small.post('/v1/messages', { max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] },
+                                    { headers: { 'X-Request-Id': 'anthropic-side' } });
+  assert.equal(messages.status, 200, messages.text);
+  assert.equal(messages.headers.get('x-request-id'), 'anthropic-side');
+  // 129 characters: ignored, the response id is used and nothing is logged for it.
+  const long = await small.post('/v1/chat/completions', chat('trace me', { max_tokens: 2 }),
+                                { headers: { 'X-Request-Id': 'x'.repeat(129) } });
+  assert.equal(long.status, 200, long.text);
+  assert.equal(long.headers.get('x-request-id'), long.json.id);
+  assert.equal((await small.logRecordFor(long.json.id)).request_id, null);
+});

@@ -30,6 +30,7 @@ RequestRecord full_record() {
   r.max_tokens = 5;
   r.spec_draft_tokens = 8;
   r.spec_accepted_tokens = 2;
+  r.request_id = "trace-7f3a";
   return r;
 }
 
@@ -60,7 +61,7 @@ TEST(MetricsRequestLog, LineHasEveryField) {
   const nlohmann::json j = nlohmann::json::parse(line);
   std::set<std::string> keys;
   for (const auto& [key, value] : j.items()) keys.insert(key);
-  EXPECT_EQ(keys, (std::set<std::string>{"ts", "id", "status", "finish_reason", "prompt_tokens",
+  EXPECT_EQ(keys, (std::set<std::string>{"ts", "id", "request_id", "status", "finish_reason", "prompt_tokens",
                                          "completion_tokens", "queue_ms", "ttft_ms", "itl_ms_mean", "itl_ms_p95",
                                          "e2e_ms", "temperature", "top_p", "max_tokens", "stop_cause",
                                          "cached_tokens", "prefill_computed_tokens", "preemptions",
@@ -68,6 +69,7 @@ TEST(MetricsRequestLog, LineHasEveryField) {
                                          "prefill_ms", "decode_ms", "predicted_ttft_ms", "degraded"}));
   EXPECT_EQ(j["ts"], "2025-01-31T23:59:58.123Z");
   EXPECT_EQ(j["id"], "chatcmpl-abc123");
+  EXPECT_EQ(j["request_id"], "trace-7f3a");
   EXPECT_EQ(j["status"], 200);
   EXPECT_EQ(j["finish_reason"], "length");
   EXPECT_EQ(j["prompt_tokens"], 17);
@@ -98,7 +100,7 @@ TEST(MetricsRequestLog, ErrorAndMissingValues) {
   const nlohmann::json j = nlohmann::json::parse(line);
   EXPECT_EQ(j["status"], 400);
   EXPECT_EQ(j["error"], "bad \"messages\"\nline two\t\x01 and invalid UTF-8 \xEF\xBF\xBD");
-  for (const char* key : {"finish_reason", "ttft_ms", "itl_ms_mean", "itl_ms_p95", "max_tokens", "stop_cause",
+  for (const char* key : {"request_id", "finish_reason", "ttft_ms", "itl_ms_mean", "itl_ms_p95", "max_tokens", "stop_cause",
                           "spec_acceptance_rate"}) {
     EXPECT_TRUE(j[key].is_null()) << key;
   }

@@ -13,6 +13,7 @@
 #include "metrics/server_metrics.h"
 #include "server/api_error.h"
 #include "server/routes/fallback_route.h"
+#include "server/routes/generation_routes.h"
 #include "server/routes/health_routes.h"
 #include "server/routes/metrics_routes.h"
 #include "server/routes/model_routes.h"
@@ -48,6 +49,25 @@ ApiError caught(F&& f) {
   }
   ADD_FAILURE() << "no ApiError thrown";
   return ApiError(0, "none");
+}
+
+TEST(Routes, ClientRequestIdIsKeptOnlyWhenShortAndVisibleAscii) {
+  const auto with = [](const std::string& value) {
+    httplib::Request req;
+    req.headers.emplace("X-Request-Id", value);
+    return client_request_id(req);
+  };
+  EXPECT_EQ(client_request_id(httplib::Request()), "");
+  EXPECT_EQ(with("trace-7f3a:span.9_Z"), "trace-7f3a:span.9_Z");
+  EXPECT_EQ(with(std::string(128, 'a')), std::string(128, 'a'));
+  EXPECT_EQ(with(std::string(129, 'a')), "") << "longer than 128 bytes: ignored";
+  EXPECT_EQ(with("has space"), "") << "0x20 is not visible";
+  EXPECT_EQ(with("tab\there"), "");
+  EXPECT_EQ(with("caf\xc3\xa9"), "") << "non-ASCII";
+  EXPECT_EQ(with("del\x7f"), "");
+  httplib::Request lower;  // HTTP header names are case-insensitive (RFC 9110 5.1)
+  lower.headers.emplace("x-request-id", "abc");
+  EXPECT_EQ(client_request_id(lower), "abc");
 }
 
 TEST(Routes, HealthIsAlways200) {
@@ -272,6 +292,7 @@ TEST(Routes, UnroutedRequestsGetAnOpenAiErrorOrAStaticFile) {
   ASSERT_TRUE(not_found);
   EXPECT_EQ(not_found->status(), 404);
   EXPECT_NE(std::string(not_found->what()).find("/nope"), std::string::npos);
+  EXPECT_EQ(not_found->type(), "invalid_request_error");  // OpenAI's type for an unknown URL
 
   httplib::Request post;
   post.method = "POST";

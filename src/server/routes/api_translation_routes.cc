@@ -45,14 +45,14 @@ void handle_responses(const GenerationRouteContext& ctx, const httplib::Request&
   QueueSlot slot = reserve_generation_slot(ctx);
   ResponsesRequest translated = translate_responses_request(parse_json_body(req));
   const ChatRequest request = parse_chat_request(translated.chat_body, ctx.job_context.tokenizer.vocab_size());
-  run_adapted_chat(ctx, request, std::move(slot), std::make_shared<ResponsesAdapter>(std::move(translated.echo)), res);
+  run_adapted_chat(ctx, req, request, std::move(slot), std::make_shared<ResponsesAdapter>(std::move(translated.echo)), res);
 }
 
 void handle_messages(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   QueueSlot slot = reserve_generation_slot(ctx);
   AnthropicRequest translated = translate_anthropic_request(parse_json_body(req));
   const ChatRequest request = parse_chat_request(translated.chat_body, ctx.job_context.tokenizer.vocab_size());
-  run_adapted_chat(ctx, request, std::move(slot), std::make_shared<MessagesAdapter>(std::move(translated.stop_sequences)), res);
+  run_adapted_chat(ctx, req, request, std::move(slot), std::make_shared<MessagesAdapter>(std::move(translated.stop_sequences)), res);
 }
 
 }  // namespace qs

@@ -40,15 +40,22 @@ QueueSlot admission_precheck(const GenerationRouteContext& ctx) {
   return slot;
 }
 
+// The x-request-id header of a response: the client's own X-Request-Id when it sent one (as vLLM
+// echoes it), else the response id.
+const std::string& response_request_id(const GenerationJob& job) {
+  return job.client_request_id.empty() ? job.id : job.client_request_id;
+}
+
 // A cached response (deterministic request seen before): JSON or SSE, without the engine.
 void answer_from_cache(const GenerationRouteContext& ctx, GenerationJob& job, const CachedResponse& cached,
                        httplib::Response& res) {
   std::vector<ChoiceState> choices = from_cached(cached);
   const Tokenizer& tokenizer = ctx.job_context.tokenizer;
-  res.set_header("x-request-id", job.id);
+  res.set_header("x-request-id", response_request_id(job));
   res.set_header("x-qwenserve-cache", "hit");
   metrics::RequestRecord record;
   record.id = job.id;
+  record.request_id = job.client_request_id;
   record.prompt_tokens = static_cast<int64_t>(job.prompt_ids.size());
   for (const auto& c : choices) record.completion_tokens += c.completion_tokens;
   record.finish_reason = choices.empty() ? std::string() : choices.front().finish_reason;
@@ -99,6 +106,7 @@ void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slo
                    : log_format == "none" ? GenerationJob::LogFormat::kNone
                                           : GenerationJob::LogFormat::kJson;
   const Tokenizer& tokenizer = ctx.job_context.tokenizer;
+  if (req != nullptr) job.client_request_id = client_request_id(*req);
   if (job.degraded) res.set_header("x-qwenserve-degraded", "1");
   if (ctx.response_cache && !adapter) {  // cached answers are chat-shaped: none for adapted APIs
     const bool allowed = cache_allowed_by(body);
@@ -130,7 +138,7 @@ void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slo
   };
   std::vector<ChoiceState> choices = submit_job(job, ctx.engine, ctx.metrics, &slot);
   ticket.release();  // now in the engine's incoming count
-  res.set_header("x-request-id", job.id);
+  res.set_header("x-request-id", response_request_id(job));
   if (!job.stream) {
     // A client that hangs up stops its generation within one engine step.
     const std::function<bool()> gone =
@@ -172,13 +180,22 @@ bool degrade(const GenerationRouteContext& ctx) {
 
 QueueSlot reserve_generation_slot(const GenerationRouteContext& ctx) { return admission_precheck(ctx); }
 
-void run_adapted_chat(const GenerationRouteContext& ctx, const ChatRequest& request, QueueSlot slot,
-                      std::shared_ptr<ResponseAdapter> adapter, httplib::Response& res) {
+std::string client_request_id(const httplib::Request& req) {
+  const std::string value = req.get_header_value("X-Request-Id");
+  if (value.empty() || value.size() > kMaxClientRequestIdBytes) return {};
+  for (const char c : value) {
+    if (c < 0x21 || c > 0x7e) return {};
+  }
+  return value;
+}
+
+void run_adapted_chat(const GenerationRouteContext& ctx, const httplib::Request& req, const ChatRequest& request,
+                      QueueSlot slot, std::shared_ptr<ResponseAdapter> adapter, httplib::Response& res) {
   GenerationJob job = build_chat_job(request, ctx.job_context);
   job.include_usage = true;
   job.report_stop_cause = true;
   adapter->on_job(job);
-  run_job(ctx, std::move(job), std::move(slot), nlohmann::ordered_json(), nullptr, res, std::move(adapter));
+  run_job(ctx, std::move(job), std::move(slot), nlohmann::ordered_json(), &req, res, std::move(adapter));
 }
 
 void handle_chat_completions(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {

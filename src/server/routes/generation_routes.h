@@ -58,10 +58,20 @@ QueueSlot reserve_generation_slot(const GenerationRouteContext& ctx);
 
 /// Runs an already parsed chat request (n must be 1) through the chat pipeline and answers in the
 /// shape `adapter` makes: a JSON body, or an SSE stream when request.fields.stream. The chat
-/// stream always includes its usage chunk and each finish_reason its stop_cause. Errors before
-/// the first byte are thrown as ApiError.
-void run_adapted_chat(const GenerationRouteContext& ctx, const ChatRequest& request, QueueSlot slot,
-                      std::shared_ptr<ResponseAdapter> adapter, httplib::Response& res);
+/// stream always includes its usage chunk and each finish_reason its stop_cause. `req` (the HTTP
+/// request it came in) gives the X-Request-Id and the socket whose hang-up cancels a non-streaming
+/// generation. Errors before the first byte are thrown as ApiError.
+void run_adapted_chat(const GenerationRouteContext& ctx, const httplib::Request& req, const ChatRequest& request,
+                      QueueSlot slot, std::shared_ptr<ResponseAdapter> adapter, httplib::Response& res);
+
+/// Longest X-Request-Id kept (bytes); a longer one is ignored.
+inline constexpr size_t kMaxClientRequestIdBytes = 128;
+
+/// The client's X-Request-Id header (vLLM's name): kept when it is 1..kMaxClientRequestIdBytes
+/// visible ASCII characters (0x21-0x7e), else "" (ignored, never an error). A generation echoes
+/// it as its response's x-request-id header (instead of the response id) and logs it as the log
+/// line's `request_id`, so a client or gateway can find its request in the server's log.
+std::string client_request_id(const httplib::Request& req);
 
 /// POST /v1/completions: as handle_chat_completions with parse_completion_request /
 /// build_completion_job and text_completion bodies.
