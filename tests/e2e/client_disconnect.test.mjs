@@ -146,3 +146,23 @@ test('a streaming request whose client disconnects mid-stream is logged as cance
                'generation_tokens_total grew by the logged completion tokens');
   assert.ok(rec.completion_tokens < MAX_TOKENS / 4, `stopped early: ${rec.completion_tokens} of ${MAX_TOKENS} tokens`);
 });
+
+test('the translated routes too: a non-streaming /v1/messages request whose client hangs up is cancelled', async () => {
+  const before = await snapshot();
+  const body = JSON.stringify({ model: 'x', max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: 'Write a very long story.' }] });
+  const socket = net.connect(server.port, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.on('error', () => {});
+  socket.write(`POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+               `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  const during = await waitFor((s) => s.running === 1 && s.kvReferenced > 0, 10_000);
+  assert.equal(during.running, 1, 'the request is running');
+  await sleep(100);
+  socket.destroy();
+  const afterwards = await waitFor((s) => s.running === 0 && s.kvReferenced === 0 && s.status499 === before.status499 + 1, 5_000);
+  assert.equal(afterwards.running, 0, 'qwenserve_num_requests_running back to 0');
+  assert.equal(afterwards.kvReferenced, 0, 'KV blocks freed');
+  assert.equal(afterwards.status499, before.status499 + 1, 'one more 499');
+  const generated = afterwards.generationTokens - before.generationTokens;
+  assert.ok(generated < MAX_TOKENS / 4, `stopped early: ${generated} of ${MAX_TOKENS} tokens`);
+});
