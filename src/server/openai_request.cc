@@ -57,10 +57,13 @@ std::optional<int64_t> integer_in(const json& body, const char* name, int64_t lo
   return x;
 }
 
-bool boolean(const json& body, const char* name, bool fallback) {
+// `prefix`: the path of `body` inside the request ("stream_options."), so that the 400's param
+// names the nested field in full.
+bool boolean(const json& body, const char* name, bool fallback, const std::string& prefix = {}) {
   const json* v = field(body, name);
   if (v == nullptr) return fallback;
-  if (!v->is_boolean()) throw invalid_param(name, std::string(name) + " must be a boolean, got " + v->dump());
+  const std::string param = prefix + name;
+  if (!v->is_boolean()) throw invalid_param(param, param + " must be a boolean, got " + v->dump());
   return v->get<bool>();
 }
 
@@ -134,8 +137,8 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
     if (!so->is_object()) throw invalid_param("stream_options", "stream_options must be an object");
     // OpenAI and vLLM refuse it on a non-streaming request (its fields shape the event stream).
     if (!f.stream) throw invalid_param("stream_options", "stream_options is only allowed when stream is true");
-    f.include_usage = boolean(*so, "include_usage", false);
-    f.include_timings = boolean(*so, "include_timings", false);
+    f.include_usage = boolean(*so, "include_usage", false, "stream_options.");
+    f.include_timings = boolean(*so, "include_timings", false, "stream_options.");
   }
   f.priority = static_cast<int32_t>(integer_in(body, "priority", INT32_MIN, INT32_MAX).value_or(0));
   if (field(body, "slo_ttft_ms") != nullptr) {

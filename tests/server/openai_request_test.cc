@@ -154,6 +154,11 @@ TEST(OpenAiRequest, StreamOptionsIncludeUsage) {
   expect_rejected(chat_body({{"stream_options", {{"include_usage", true}}}}), "stream_options");
   expect_rejected(chat_body({{"stream", false}, {"stream_options", ojson::object()}}), "stream_options");
   EXPECT_NO_THROW(parse_chat_request(chat_body({{"stream_options", nullptr}}), kVocab));
+  // A wrong type inside it names the nested field in full.
+  expect_rejected(chat_body({{"stream", true}, {"stream_options", {{"include_usage", "yes"}}}}),
+                  "stream_options.include_usage");
+  expect_rejected(chat_body({{"stream", true}, {"stream_options", {{"include_timings", 1}}}}),
+                  "stream_options.include_timings");
 }
 
 TEST(OpenAiRequest, MessagesNeedAKnownRoleAndContent) {
