@@ -15,9 +15,10 @@ is that engine's mean over its `-r` repetitions), the ratio qwenserve / peer, an
 weight read rate (model bytes x tokens/s, GB/s) as a share of the median read probe. The peer's
 commit (llama-bench's `build_commit`) and the CPU's model and ISA flags are printed with the table.
 
-Example (2 threads, 3 rounds, ik_llama.cpp at its fastest documented CPU settings):
+Example (2 threads, 3 rounds, ik_llama.cpp at its fastest documented CPU settings; -p and -n take
+comma lists, e.g. -p 512,2048):
   bench/side_by_side.py --peer ../peers/ik_llama.cpp/build/bin/llama-bench \
-      --peer-args "-rtr 1 -fa 1 -mmp 0" -m q4_k_m.gguf -m q8_0.gguf -p 512 -n 128 -t 2 --rounds 3
+      --peer-args="-rtr 1 -fa 1 -mmp 0" -m q4_k_m.gguf -m q8_0.gguf -p 512,2048 -n 128 -t 2 --rounds 3
 
 Errors: exits 2 with a message when a binary is missing or a run fails (its stderr tail is shown).
 Only the Python standard library is used.
@@ -58,6 +59,18 @@ def qwenserve_run(binary, model, args):
         results[j["test"]] = float(j["tokens_per_second"])
         model_bytes = int(j["model_bytes"])
     return results, model_bytes
+
+
+def token_counts(text):
+    """argparse type of -p / -n: a comma list of token counts >= 0 ("512" or "512,2048"), returned
+    normalised ("512,2048"); both engines take such a list and run one test per value."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}")
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"token counts must be >= 0, got {text!r}")
+    return ",".join(str(v) for v in values)
 
 
 def peer_run(binary, model, args):
@@ -110,8 +123,10 @@ def main():
     p.add_argument("--microbench", default=os.path.join(default_build, "bench", "qwenserve_microbench"),
                    help="qwenserve_microbench for the read probe ('' to skip it)")
     p.add_argument("-m", "--model", action="append", required=True, help="GGUF file (repeatable)")
-    p.add_argument("-p", "--n-prompt", type=int, default=512)
-    p.add_argument("-n", "--n-gen", type=int, default=128)
+    p.add_argument("-p", "--n-prompt", type=token_counts, default="512",
+                   help="prompt lengths of the ppN tests, a comma list (default: %(default)s)")
+    p.add_argument("-n", "--n-gen", type=token_counts, default="128",
+                   help="generated tokens of the tgN tests, a comma list (default: %(default)s)")
     p.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     p.add_argument("-r", "--repetitions", type=int, default=1, help="timed runs per engine per round")
     p.add_argument("--rounds", type=int, default=3)
@@ -148,7 +163,8 @@ def main():
     print(f"{'model':<28} {'test':<7} {'qwenserve t/s':>14} {'peer t/s':>10} {'ratio':>7} {'qs read':>8} {'peer read':>9}")
     summary = []
     for model in args.model:
-        tests = sorted({t for r in qs_rounds[model] for t in r} & {t for r in peer_rounds[model] for t in r})
+        tests = sorted({t for r in qs_rounds[model] for t in r} & {t for r in peer_rounds[model] for t in r},
+                       key=lambda t: (t[:2], int(t[2:])))  # pp before tg, then by token count
         for test in tests:
             qs = statistics.median(r[test] for r in qs_rounds[model])
             peer = statistics.median(r[test] for r in peer_rounds[model])

@@ -30,10 +30,12 @@ import json, sys, time
 args = sys.argv[1:]
 with open(__file__ + ".log", "a") as f:
     f.write(json.dumps({"t": time.time(), "argv": args}) + "\n")
-p = int(args[args.index("-p") + 1]); n = int(args[args.index("-n") + 1])
-print(json.dumps([
-    {"build_commit": "c0ffee1", "n_prompt": p, "n_gen": 0, "avg_ts": 100.0, "stddev_ts": 0.0},
-    {"build_commit": "c0ffee1", "n_prompt": 0, "n_gen": n, "avg_ts": 10.0, "stddev_ts": 0.0}]))
+# llama-bench takes comma lists for -p and -n and prints one row per value (0: no such test).
+ps = [int(v) for v in args[args.index("-p") + 1].split(",")]
+ns = [int(v) for v in args[args.index("-n") + 1].split(",")]
+print(json.dumps(
+    [{"build_commit": "c0ffee1", "n_prompt": p, "n_gen": 0, "avg_ts": 100.0, "stddev_ts": 0.0} for p in ps if p > 0] +
+    [{"build_commit": "c0ffee1", "n_prompt": 0, "n_gen": n, "avg_ts": 10.0, "stddev_ts": 0.0} for n in ns if n > 0]))
 '''
 
 MICROBENCH = r'''#!/usr/bin/python3
@@ -112,6 +114,20 @@ def main():
         [QS_BIN, "bench", "-m", model, "-p", "0", "-n", "1", "-r", "1", "-t", "1", "--json"],
         capture_output=True, text=True, check=True).stdout.splitlines() if l.startswith("{"))["model_bytes"])
     check(line.split()[-1] == f"{100 * model_bytes * 10.0 / 1e9 / 20.0:.0f}%", f"peer read share in {line!r}")
+
+    # Comma lists: both engines get the list and the table has one row per test.
+    listed = subprocess.run([sys.executable, HARNESS, "--peer", peer, "--qwenserve", QS_BIN, "--microbench", "",
+                             "-m", model, "-p", "8,16", "-n", "2", "-t", "1", "-r", "1", "--rounds", "1",
+                             "--json", out_json], capture_output=True, text=True)
+    check(listed.returncode == 0, f"-p 8,16: exit 0 (stderr tail: {listed.stderr[-300:]!r})")
+    if listed.returncode == 0:
+        check(sorted(r["test"] for r in json.load(open(out_json))["summary"]) == ["pp16", "pp8", "tg2"],
+              "-p 8,16 -n 2: rows pp8, pp16 and tg2")
+        last = json.loads(open(peer + ".log").read().splitlines()[-1])["argv"]
+        check(last[last.index("-p") + 1] == "8,16", "the peer gets -p 8,16")
+    wrong = subprocess.run([sys.executable, HARNESS, "--peer", peer, "-m", model, "-p", "8,x"],
+                           capture_output=True, text=True)
+    check(wrong.returncode == 2 and "comma list" in wrong.stderr, "-p 8,x: exit 2 naming the format")
 
     bad = subprocess.run([sys.executable, HARNESS, "--peer", os.path.join(WORK, "nope"), "-m", model],
                          capture_output=True, text=True)
