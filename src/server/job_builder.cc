@@ -113,7 +113,16 @@ std::string served_model_for(const std::string& requested, const ServerOptions& 
   for (const std::string& alias : options.served_model_aliases) {
     if (requested == alias) return alias;
   }
-  throw ApiError(404, "The model `" + requested + "` does not exist.", "model", "invalid_request_error", "model_not_found");
+  // The name is quoted back at most kMaxQuotedModelBytes long (a 1 MB "model" made a 1 MB error
+  // body and log line); a cut name ends with "...".
+  constexpr size_t kMaxQuotedModelBytes = 256;
+  std::string quoted = requested;
+  if (quoted.size() > kMaxQuotedModelBytes) {
+    size_t cut = kMaxQuotedModelBytes;
+    while (cut > 0 && (static_cast<unsigned char>(quoted[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    quoted = quoted.substr(0, cut) + "...";
+  }
+  throw ApiError(404, "The model `" + quoted + "` does not exist.", "model", "invalid_request_error", "model_not_found");
 }
 
 std::string render_chat_prompt(const JobContext& ctx, const ChatRequest& request) {

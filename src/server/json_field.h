@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace qs::json_field {
 
@@ -11,6 +12,19 @@ inline const nlohmann::ordered_json* field(const nlohmann::ordered_json& body, c
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return nullptr;
   return &*it;
+}
+
+/// The string member `name` of `object` for comparisons in request checks: its value when it is a
+/// string, `fallback` when it is absent or null (or `object` is not an object), and its JSON text
+/// (e.g. `1`, `{}`) for any other type, so that a wrong-typed discriminator such as `"type": 1`
+/// matches no expected value and reaches the caller's 400 (nlohmann's value() would throw a
+/// type_error, a 500).
+template <typename Json>
+std::string string_or(const Json& object, const char* name, const std::string& fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return fallback;
+  return it->is_string() ? it->template get<std::string>() : it->dump();
 }
 
 /// qwenserve's own per-request fields of /v1/chat/completions (`timeout` in seconds, vLLM's

@@ -165,7 +165,7 @@ json normalize_content(const json& content, const std::string& param) {
     const json& part = content[i];
     const std::string pp = param + "[" + std::to_string(i) + "]";
     if (!part.is_object()) throw invalid_param(pp, pp + " must be an object {\"type\": \"text\", \"text\": ...}");
-    if (part.value("type", "") != "text") {
+    if (json_field::string_or(part, "type", "") != "text") {
       throw invalid_param(pp + ".type", pp + ".type: only {\"type\": \"text\", \"text\": ...} parts are supported, got " +
                                             (part.contains("type") ? part["type"].dump() : std::string("none")));
     }

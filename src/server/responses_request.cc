@@ -51,7 +51,7 @@ ojson input_messages(const ojson& input) {
     const std::string param = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) throw invalid_param(param, param + " must be an object");
     if (item.contains("type") && !item["type"].is_string()) throw invalid_param(param + ".type", param + ".type must be a string");
-    const std::string type = item.value("type", "message");
+    const std::string type = json_field::string_or(item, "type", "message");
     if (type == "message") {
       const std::string role = item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>() : "";
       if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
@@ -87,7 +87,7 @@ ojson chat_tools(const ojson& tools) {
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
     const std::string param = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object() || t.value("type", "") != "function") {
+    if (!t.is_object() || json_field::string_or(t, "type", "") != "function") {
       throw invalid_param(param + ".type", param + ": only function tools ({\"type\": \"function\", \"name\", \"parameters\"}) are supported");
     }
     ojson fn = {{"name", string_field(t, "name", param)}};
@@ -114,7 +114,7 @@ ojson chat_tool_choice(const ojson& choice) {
     if (c != "auto" && c != "none" && c != "required") throw invalid_param("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
     return choice;
   }
-  if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("name") && choice["name"].is_string()) {
+  if (choice.is_object() && json_field::string_or(choice, "type", "") == "function" && choice.contains("name") && choice["name"].is_string()) {
     return {{"type", "function"}, {"function", {{"name", choice["name"]}}}};
   }
   throw invalid_param("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");

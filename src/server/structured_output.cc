@@ -124,7 +124,7 @@ std::optional<StructuredOutput> tool_choice_grammar(const json& tools, const jso
     if (c != "required") throw invalid_param("tool_choice", "tool_choice must be auto, none, required or a function object, got " + c);
   } else if (tool_choice.is_object()) {
     const json* fn = field(tool_choice, "function");
-    if (tool_choice.value("type", "") != "function" || fn == nullptr || !fn->is_object() || !fn->contains("name") ||
+    if (json_field::string_or(tool_choice, "type", "") != "function" || fn == nullptr || !fn->is_object() || !fn->contains("name") ||
         !(*fn)["name"].is_string()) {
       throw invalid_param("tool_choice", "tool_choice object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }

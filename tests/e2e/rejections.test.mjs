@@ -425,3 +425,28 @@ test('SIGTERM during startup stops the server instead of leaving one that ignore
     assert.ok(code === 0 || signal === 'SIGTERM', `SIGTERM after ${delayMs} ms: code ${code}, signal ${signal}; stderr:\n${stderr}`);
   }
 });
+
+test('a compressed body is a 415 before it is read; a wrong-typed "type" is a 400, never a 500', async () => {
+  // 1 KB of gzip that would inflate to 1 MB: refused from the headers (RFC 9110 15.5.16).
+  const { gzipSync } = await import('node:zlib');
+  const body = gzipSync(JSON.stringify({ messages: [{ role: 'user', content: 'a'.repeat(1 << 20) }] }));
+  for (const [route, anthropic] of [['/v1/chat/completions', false], ['/v1/messages', true]]) {
+    const res = await server.request('POST', route, { rawBody: body,
+      headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } });
+    assert.equal(res.status, 415, `${route}: ${res.text}`);
+    if (anthropic) assert.equal(res.json?.type, 'error', res.text);
+    else assert.equal(res.json?.error?.code, 'unsupported_content_encoding', res.text);
+  }
+  for (const [route, body] of [
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 1 }] }], max_tokens: 1 }],
+    ['/v1/chat/completions', { messages: MESSAGES, tool_choice: { type: 1 }, max_tokens: 1 }],
+    ['/v1/responses', { input: 'hi', tools: [{ type: 1 }] }],
+    ['/v1/responses', { input: 'hi', tool_choice: { type: null } }],
+  ]) {
+    const res = await server.post(route, body);
+    assert.equal(res.status, 400, `${route} ${JSON.stringify(body)}: ${res.text}`);
+    assert.equal(res.json?.error?.type, 'invalid_request_error', res.text);
+  }
+  const after = await server.post('/v1/chat/completions', { model: SERVED, messages: MESSAGES, max_tokens: 2 });
+  assert.equal(after.status, 200, 'the server keeps serving');
+});

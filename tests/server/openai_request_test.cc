@@ -143,6 +143,22 @@ TEST(OpenAiRequest, UserIsAStringWhenPresent) {
   expect_rejected(chat_body({{"user", {{"id", "x"}}}}), "user");
 }
 
+// A discriminator of the wrong JSON type ("type": 1 / null) is a client error naming the field,
+// never a 500 (nlohmann's value() throws type_error 302 on a non-string member).
+TEST(OpenAiRequest, WrongTypedTypeFieldsAre400s) {
+  expect_rejected(chat_body({{"messages", {{{"role", "user"}, {"content", {{{"type", 1}}}}}}}}),
+                  "messages[0].content[0].type");
+  for (const ojson& type : {ojson(1), ojson::array(), ojson::object()}) {
+    try {
+      parse_chat_request(chat_body({{"tool_choice", {{"type", type}}}}), kVocab);
+      ADD_FAILURE() << "tool_choice type " << type.dump() << " accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400) << type.dump() << ": " << e.what();
+      EXPECT_EQ(e.param(), "tool_choice") << e.what();
+    }
+  }
+}
+
 TEST(OpenAiRequest, StreamOptionsIncludeUsage) {
   const ChatRequest r =
       parse_chat_request(chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}), kVocab);

@@ -98,6 +98,38 @@ TEST(PreRouting, ApiKeyGuardsV1RoutesOnly) {
   EXPECT_FALSE(check_request_headers(request("GET", "/metrics", {}), options));
 }
 
+// RFC 9110 section 11.1: the auth scheme is case-insensitive; the token is not.
+TEST(PreRouting, BearerSchemeInAnyCase) {
+  ServerOptions options;
+  options.api_key = "sekret";
+  for (const char* auth : {"bearer sekret", "BEARER sekret", "BeArEr sekret"}) {
+    EXPECT_FALSE(check_request_headers(request("GET", "/v1/models", {{"Authorization", auth}}), options)) << auth;
+  }
+  for (const char* auth : {"Bearer SEKRET", "Bearer sekret ", "Bearersekret", "Basic sekret", "Bearer"}) {
+    const auto r = check_request_headers(request("GET", "/v1/models", {{"Authorization", auth}}), options);
+    ASSERT_TRUE(r) << auth;
+    EXPECT_EQ(r->error.status(), 401) << auth;
+  }
+}
+
+// RFC 9110 section 15.5.16: 415 for a content coding the server does not accept; a compressed
+// body is refused before it is read (inflating it first would bypass --max-body-bytes).
+TEST(PreRouting, CompressedBodiesAre415AndClose) {
+  const ServerOptions options = options_with_limit(100);
+  for (const char* coding : {"gzip", "deflate", "br", " GZIP ", "gzip, identity"}) {
+    const auto r = check_request_headers(
+        request("POST", "/v1/chat/completions", {{"Content-Length", "50"}, {"Content-Encoding", coding}}), options);
+    ASSERT_TRUE(r) << coding;
+    EXPECT_EQ(r->error.status(), 415) << coding;
+    EXPECT_EQ(r->error.code(), "unsupported_content_encoding");
+    EXPECT_TRUE(r->close_connection) << "the body is left unread";
+  }
+  EXPECT_FALSE(check_request_headers(
+      request("POST", "/v1/chat/completions", {{"Content-Length", "50"}, {"Content-Encoding", "identity"}}), options));
+  EXPECT_FALSE(check_request_headers(
+      request("POST", "/v1/chat/completions", {{"Content-Length", "50"}, {"Content-Encoding", "Identity "}}), options));
+}
+
 // Anthropic's SDKs authenticate with "x-api-key: <key>" instead of a bearer token.
 TEST(PreRouting, XApiKeyIsAcceptedLikeTheBearerKey) {
   ServerOptions options;

@@ -44,6 +44,20 @@ TEST(ResponsesRequest, TextInputWithInstructionsBecomesSystemAndUserMessages) {
   EXPECT_EQ(r.echo["store"], false);
 }
 
+TEST(ResponsesRequest, WrongTypedTypeFieldsAre400s) {
+  for (const char* body : {R"({"input": "hi", "tools": [{"type": 1}]})", R"({"input": "hi", "tool_choice": {"type": 1}})",
+                           R"({"input": [{"type": 7, "role": "user", "content": "hi"}]})"}) {
+    try {
+      const ResponsesRequest r = translate_responses_request(ojson::parse(body));
+      parse_chat_request(r.chat_body, 1000);
+      ADD_FAILURE() << body << " accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400) << body << ": " << e.what();
+      EXPECT_FALSE(e.param().empty()) << body;
+    }
+  }
+}
+
 TEST(ResponsesRequest, ServerExtensionsMeanWhatTheyMeanOnChat) {
   const ResponsesRequest r = translate_responses_request(
       ojson::parse(R"({"input": "Hi", "timeout": 0.5, "priority": 2, "slo_ttft_ms": 1500})"));

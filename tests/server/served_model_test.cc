@@ -36,6 +36,13 @@ TEST(ServedModel, UnknownNameIs404NamingTheModel) {
       EXPECT_EQ(j["error"]["code"], "model_not_found");
     }
   }
+  // A huge name is quoted back cut (at a UTF-8 boundary), not whole.
+  try {
+    served_model_for(std::string(255, 'm') + "\xc3\xa9" + std::string(1 << 20, 'x'), options);
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(std::string(e.what()), "The model `" + std::string(255, 'm') + "...` does not exist.");
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/routes/pre_routing.h"
 
+#include <cctype>
 #include <string>
 
 #include "server/routes/cors.h"
@@ -37,6 +38,25 @@ bool has_chunked_body(const httplib::Request& req) {
   return req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
 }
 
+// The Content-Encoding of the body, lowercased and trimmed; "" when absent.
+static std::string content_encoding(const httplib::Request& req) {
+  std::string v = req.get_header_value("Content-Encoding");
+  const size_t b = v.find_first_not_of(" \t");
+  const size_t e = v.find_last_not_of(" \t");
+  v = b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+
+// "Authorization: Bearer <key>" with the scheme in any case (RFC 9110 section 11.1).
+static bool bearer_matches(const std::string& authorization, const std::string& key) {
+  constexpr size_t kScheme = 7;  // "bearer "
+  if (authorization.size() != kScheme + key.size()) return false;
+  std::string scheme = authorization.substr(0, kScheme);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme == "bearer " && authorization.compare(kScheme, std::string::npos, key) == 0;
+}
+
 std::optional<HeaderRejection> check_request_headers(const httplib::Request& req, const ServerOptions& options) {
   // RFC 9112 section 6.1: a request with both may be rejected, and the connection must be closed
   // after the response either way (the two framings disagree: request smuggling).
@@ -48,6 +68,14 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
     return closing(ApiError(400, "invalid Content-Length header '" + *length +
                                      "': expected one non-negative decimal number of bytes",
                             "", "invalid_request_error", "invalid_content_length"));
+  }
+  // A compressed body would be inflated by cpp-httplib before any size check (a 1 MB gzip upload can
+  // decode to 1 GB of memory); bodies are accepted as sent only, as OpenAI's and Anthropic's APIs
+  // document them (RFC 9110 section 15.5.16: 415 for an unsupported content coding).
+  if (const std::string coding = content_encoding(req); !coding.empty() && coding != "identity") {
+    return closing(ApiError(415, "Content-Encoding '" + req.get_header_value("Content-Encoding").substr(0, 64) +
+                                     "' is not supported: send the request body uncompressed",
+                            "", "invalid_request_error", "unsupported_content_encoding"));
   }
   // Decided before httplib reads (or waits for) the body: a declared length above the limit gets
   // 413 at once instead of after the read timeout, and a POST whose body would end only when the
@@ -62,7 +90,7 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
                             "invalid_request_error", "length_required"));
   }
   if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0 && !is_cors_preflight(req, options.allowed_origins) &&
-      req.get_header_value("Authorization") != "Bearer " + options.api_key &&
+      !bearer_matches(req.get_header_value("Authorization"), options.api_key) &&
       req.get_header_value("x-api-key") != options.api_key) {  // Anthropic clients send x-api-key
     return HeaderRejection{ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')", "",
                                     "invalid_request_error", "invalid_api_key"),

@@ -1,6 +1,6 @@
 // Checks made from a request's headers alone, before routing and before the body is read:
-// Content-Length syntax (400), the declared length against --max-body-bytes (413), a POST with no
-// length (411), and the --api-key on /v1/ routes (401).
+// Content-Length syntax (400), the declared length against --max-body-bytes (413), a compressed
+// body (415), a POST with no length (411), and the --api-key on /v1/ routes (401).
 #pragma once
 
 #include <httplib.h>
@@ -31,9 +31,12 @@ ApiError body_too_large_error(unsigned long long bytes, size_t limit);
 /// - Content-Length not one decimal number (RFC 9112 section 6.3: 1*DIGIT; several must agree):
 ///   400 invalid_content_length, connection closed;
 /// - declared length above options.max_body_bytes: 413 request_too_large, connection closed;
+/// - a Content-Encoding other than identity (gzip, deflate, ...): 415 unsupported_content_encoding,
+///   connection closed (a compressed body would be inflated before any size check);
 /// - a POST with neither Content-Length nor chunked Transfer-Encoding (RFC 9110 section
 ///   15.5.12): 411 length_required, connection closed;
-/// - options.api_key set and a /v1/ path without "Authorization: Bearer <key>" or "x-api-key: <key>"
+/// - options.api_key set and a /v1/ path without "Authorization: Bearer <key>" (scheme in any case)
+///   or "x-api-key: <key>"
 ///   (Anthropic clients): 401
 ///   invalid_api_key (the connection stays open); a CORS preflight (cors.h) needs no key.
 std::optional<HeaderRejection> check_request_headers(const httplib::Request& req, const ServerOptions& options);
