@@ -9,6 +9,7 @@
 
 #include "cli/number_validators.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 
@@ -55,11 +56,9 @@ void RuntimeOptions::add_to(CLI::App& command) {
 BackendOptions RuntimeOptions::backend_options(int worker_nice) const {
   const int usable = default_thread_count();
   if (threads > usable) {
-    std::fprintf(stderr,
-                 "warning: --threads %d exceeds the %d CPUs this process may use; the compute threads will "
-                 "time-share CPUs and every forward pass waits for the slowest (expect several times slower "
-                 "steps)\n",
-                 threads, usable);
+    process_log::warning("--threads " + std::to_string(threads) + " exceeds the " + std::to_string(usable) +
+                         " CPUs this process may use; the compute threads will time-share CPUs and every forward "
+                         "pass waits for the slowest (expect several times slower steps)");
   }
   BackendOptions out;
   out.device = device;
@@ -84,8 +83,8 @@ RuntimeModel load_runtime_model(const RuntimeOptions& options) {
   if (options.mlock) {
     for (const std::vector<uint8_t>& bytes : out.quantized->data) {
       if (::mlock(bytes.data(), bytes.size()) != 0) {
-        std::fprintf(stderr, "warning: mlock of quantized weights failed: %s; continuing unlocked\n",
-                     std::strerror(errno));
+        process_log::warning(std::string("mlock of quantized weights failed: ") + std::strerror(errno) +
+                             "; continuing unlocked");
         break;
       }
     }
@@ -96,9 +95,8 @@ RuntimeModel load_runtime_model(const RuntimeOptions& options) {
 int64_t context_tokens(const RuntimeOptions& options, const ModelConfig& config) {
   const int64_t trained = std::max<int64_t>(config.max_position_embeddings, 1);
   if (options.ctx_size > trained) {
-    std::fprintf(stderr, "qwenserve: warning: --ctx-size %lld exceeds the model's max_position_embeddings %lld; "
-                 "using %lld\n", static_cast<long long>(options.ctx_size), static_cast<long long>(trained),
-                 static_cast<long long>(trained));
+    process_log::warning("--ctx-size " + std::to_string(options.ctx_size) + " exceeds the model's max_position_embeddings " +
+                         std::to_string(trained) + "; using " + std::to_string(trained));
   }
   return std::min<int64_t>(options.ctx_size, trained);
 }

@@ -23,6 +23,7 @@
 #include "cli/draft_model.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/engine.h"
 #include "kv/kv_budget.h"
 #include "metrics/server_metrics.h"
@@ -180,6 +181,7 @@ int run_serve(ServeOptions opt) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   check_configuration(opt);
+  process_log::use_json(opt.server.log_format == "json");  // the lifecycle lines follow --log-format
   std::string draft_path;
   const SpecDecodeOptions spec = opt.spec.resolve(&draft_path);  // a bad --speculative-config fails before loading
 
@@ -251,7 +253,8 @@ int run_serve(ServeOptions opt) {
     server.bind();  // throws "cannot listen on HOST:PORT: <reason>", or when threads cannot start
 
     SignalWatcher signal_watcher(signals, [&](int signal_number) {
-      std::fprintf(stderr, "received signal %d: draining (grace %.0f s)\n", signal_number, opt.shutdown_grace_s);
+      process_log::info("received signal " + std::to_string(signal_number) + ": draining (grace " +
+                std::to_string(static_cast<long long>(opt.shutdown_grace_s + 0.5)) + " s)");
       // New requests get 503 + Retry-After while the admitted ones finish; then stop listening.
       server.begin_draining();
       const auto deadline = SteadyClock::now() + std::chrono::duration<double>(opt.shutdown_grace_s);
@@ -266,14 +269,15 @@ int run_serve(ServeOptions opt) {
     stage = "warming up";
     warm_up(engine, *tokenizer);
     server.set_ready(true);
-    std::fprintf(stderr,
-                 "qwenserve: serving %s as '%s' on http://%s:%d (context %lld tokens, KV %d blocks = %lld tokens, "
-                 "%.1f MiB, prefix cache %s, %s, %d HTTP threads; backend %s)\n",
-                 model->path.c_str(), opt.server.served_model_name.c_str(), opt.server.host.c_str(),
-                 server.bound_port(), static_cast<long long>(engine.context_tokens()), backend->kv_blocks(),
-                 static_cast<long long>(backend->kv_blocks()) * kKvBlockSize, backend->kv_allocated_bytes() / 1048576.0,
-                 engine_options.prefix_caching ? "on" : "off", spec_summary(engine_options.spec, draft).c_str(),
-                 opt.server.http_threads, backend->describe().c_str());
+    char kv_mib[32];
+    std::snprintf(kv_mib, sizeof(kv_mib), "%.1f", backend->kv_allocated_bytes() / 1048576.0);
+    process_log::info("serving " + model->path + " as '" + opt.server.served_model_name + "' on http://" + opt.server.host + ":" +
+              std::to_string(server.bound_port()) + " (context " + std::to_string(engine.context_tokens()) +
+              " tokens, KV " + std::to_string(backend->kv_blocks()) + " blocks = " +
+              std::to_string(static_cast<long long>(backend->kv_blocks()) * kKvBlockSize) + " tokens, " + kv_mib +
+              " MiB, prefix cache " + (engine_options.prefix_caching ? "on" : "off") + ", " +
+              spec_summary(engine_options.spec, draft) + ", " + std::to_string(opt.server.http_threads) +
+              " HTTP threads; backend " + backend->describe() + ")");
     stage = "serving";
     if (!server.listen()) {
       engine.shutdown();
@@ -285,7 +289,7 @@ int run_serve(ServeOptions opt) {
     throw Error(std::string("out of memory while ") + stage +
                 " (lower --kv-cache-memory, --ctx-size, --max-batched-tokens or --max-num-seqs)");
   }
-  std::fprintf(stderr, "qwenserve: stopped\n");
+  process_log::info("stopped");
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace qs {
 namespace {
@@ -93,10 +94,8 @@ MappedFile::MappedFile(const std::string& path, const MapOptions& options) : pat
     if (::mlock(data_, size_bytes_) == 0) {
       locked_ = true;
     } else {
-      std::fprintf(stderr,
-                   "warning: %s: mlock of %zu bytes failed: %s (raise `ulimit -l` or run with "
-                   "CAP_IPC_LOCK); continuing unlocked\n",
-                   path.c_str(), size_bytes_, std::strerror(errno));
+      process_log::warning(path + ": mlock of " + std::to_string(size_bytes_) + " bytes failed: " + std::strerror(errno) +
+                           " (raise `ulimit -l` or run with CAP_IPC_LOCK); continuing unlocked");
     }
   }
 }

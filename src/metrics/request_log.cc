@@ -20,20 +20,6 @@ nlohmann::ordered_json or_null(const std::optional<T>& value) {
 
 }  // namespace
 
-std::string format_iso8601_utc(std::chrono::system_clock::time_point time) {
-  using namespace std::chrono;
-  const auto ms = floor<milliseconds>(time);
-  const auto day = floor<days>(ms);
-  const year_month_day date{day};
-  const hh_mm_ss clock{ms - day};
-  char buffer[40];
-  std::snprintf(buffer, sizeof(buffer), "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", static_cast<int>(date.year()),
-                static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
-                static_cast<int>(clock.hours().count()), static_cast<int>(clock.minutes().count()),
-                static_cast<int>(clock.seconds().count()), static_cast<int>(clock.subseconds().count()));
-  return buffer;
-}
-
 std::string request_log_line(const RequestRecord& record, std::chrono::system_clock::time_point finished_at) {
   const LatencySummary itl = summarize(record.itl_ms);
   nlohmann::ordered_json line = {

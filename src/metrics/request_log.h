@@ -11,12 +11,13 @@
 #include <chrono>
 #include <string>
 
+#include "core/log.h"
 #include "metrics/request_record.h"
 
 namespace qs::metrics {
 
-/// "YYYY-MM-DDTHH:MM:SS.mmmZ" for `time` (truncated to milliseconds).
-std::string format_iso8601_utc(std::chrono::system_clock::time_point time);
+/// "YYYY-MM-DDTHH:MM:SS.mmmZ" for `time` (truncated to milliseconds): core/log.h's.
+using qs::format_iso8601_utc;
 
 /// The log line for `record` stamped with `finished_at`; no trailing newline.
 std::string request_log_line(const RequestRecord& record, std::chrono::system_clock::time_point finished_at);

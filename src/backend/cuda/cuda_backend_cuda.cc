@@ -36,6 +36,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/step_plan.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "formats/dtype.h"
 #include "kv/kv_types.h"
 #include "sampling/logits_processing.h"
@@ -112,10 +113,8 @@ DeviceBuffer upload_bf16_matrix(std::initializer_list<const TensorView*> parts, 
     cols = t->cols();
     rows += t->rows();
     if (!is_plain_float(t->dtype) && !warned) {
-      std::fprintf(stderr,
-                   "warning: cuda backend: quantized %s weights ('%s') are dequantized to bf16 at load (no quantized "
-                   "GPU path yet)\n",
-                   std::string(dtype_name(t->dtype)).c_str(), t->name.c_str());
+      process_log::warning("cuda backend: quantized " + std::string(dtype_name(t->dtype)) + " weights ('" + t->name +
+                           "') are dequantized to bf16 at load (no quantized GPU path yet)");
       warned = true;
     }
   }
