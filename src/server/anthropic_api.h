@@ -41,6 +41,12 @@ std::string anthropic_stop_reason(const std::string& finish_reason, const std::s
 /// null), usage {input_tokens, output_tokens, cache_read_input_tokens}.
 nlohmann::json anthropic_body(const nlohmann::json& chat_completion, const std::vector<std::string>& stop_sequences);
 
+/// True for the paths answered in Anthropic's shape: /v1/messages and everything under
+/// /v1/messages/ (count_tokens, and the 404 / 405 of an unknown path there).
+inline bool is_anthropic_path(const std::string& path) {
+  return path == "/v1/messages" || path.rfind("/v1/messages/", 0) == 0;
+}
+
 /// Anthropic's error body {"type": "error", "error": {"type", "message"}}; the type follows the
 /// status: 400 invalid_request_error, 401 authentication_error, 403 permission_error, 404
 /// not_found_error, 413 request_too_large, 429 rate_limit_error, 503 / 529 overloaded_error, 504

@@ -101,7 +101,7 @@ void HttpServer::stop() {
 
 void HttpServer::answer_error(const httplib::Request& req, httplib::Response& res, const ApiError& error) const {
   send_error(res, error);
-  if (req.path == "/v1/messages") send_json(res, error.status(), anthropic_error_json(error));  // Anthropic's shape
+  if (is_anthropic_path(req.path)) send_json(res, error.status(), anthropic_error_json(error));  // Anthropic's shape
   // A not-ready /ready is a probe answer, not a rejected request.
   if (!reached_engine(req, res) && req.path != "/ready") rejection_logger_.log(error, req.method, req.path);
 }
@@ -130,7 +130,7 @@ void HttpServer::register_routes() {
     const bool chunked = !req.has_header("Content-Length") && has_chunked_body(req);
     request_deadline::head_received(req.has_header("Content-Length") ? req.get_header_value("Content-Length") != "0"
                                                                      : req.has_header("Transfer-Encoding"),
-                                    chunked, req.path == "/v1/messages");
+                                    chunked, is_anthropic_path(req.path));
     if (const std::optional<HeaderRejection> rejection = check_request_headers(req, options_)) {
       answer_error(req, res, rejection->error);
       if (rejection->close_connection) {
@@ -139,6 +139,23 @@ void HttpServer::register_routes() {
         // read the unread body as the next request (answering it with a 414 or 431).
         request_deadline::close_after_response();
       }
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (body_read_until_close(req)) {  // PUT / PATCH / DELETE without framing (POST got 411 above)
+      // httplib would wait for the client to close (the 10-s read timeout): answered now, from the
+      // path, as the route table would answer it (404, or 405 with Allow).
+      const std::vector<std::string> allowed = route_methods_.allowed(req.path);
+      if (std::find(allowed.begin(), allowed.end(), req.method) != allowed.end()) {
+        answer_error(req, res, ApiError(411, "a " + req.method + " needs a Content-Length header (or chunked transfer encoding)",
+                                        "", "invalid_request_error", "length_required"));
+      } else {
+        res.status = 404;
+        if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes, route_methods_)) {
+          answer_error(req, res, *error);
+        }
+      }
+      res.set_header("Connection", "close");
+      request_deadline::close_after_response();
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!is_cors_preflight(req, options_.allowed_origins)) return httplib::Server::HandlerResponse::Unhandled;
@@ -203,6 +220,7 @@ void HttpServer::register_routes() {
   post("/v1/completions", [this](Req req, Res res) { handle_completions(*generation_, req, res); });
   post("/v1/responses", [this](Req req, Res res) { handle_responses(*generation_, req, res); });
   post("/v1/messages", [this](Req req, Res res) { handle_messages(*generation_, req, res); });
+  post("/v1/messages/count_tokens", [this](Req req, Res res) { handle_count_tokens(*generation_, req, res); });
   post("/tokenize", [this](Req req, Res res) { handle_tokenize(req, generation_->job_context, res); });
   post("/detokenize", [this](Req req, Res res) { handle_detokenize(req, tokenizer_, res); });
 }

@@ -308,3 +308,39 @@ test('messages: errors in Anthropic shape with the right statuses; x-api-key; un
   assert.equal(extra.status, 200, extra.text);
   assert.equal(extra.json.type, 'message');
 });
+
+test('messages.countTokens: input_tokens equals what messages.create bills for the same body; errors in Anthropic shape', async () => {
+  const tools = [{ name: 'get_weather', description: 'Weather of a city', input_schema: WEATHER_TOOL_SCHEMA }];
+  for (const body of [
+    { model: SERVED, system: 'Be terse.', messages: [{ role: 'user', content: 'Name three colours.' }] },
+    { model: SERVED, tools, tool_choice: { type: 'auto' },
+      messages: [{ role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny, 21 C' }] }] },
+  ]) {
+    const count = await anthropic.messages.countTokens(body);
+    assert.deepEqual(Object.keys(count), ['input_tokens']);
+    const m = await anthropic.messages.create({ ...body, max_tokens: 1 });
+    assert.equal(count.input_tokens, m.usage.input_tokens, JSON.stringify(body));
+  }
+  const h = { headers: { 'x-api-key': API_KEY } };
+  for (const [body, status, type] of [
+    [{ model: SERVED }, 400, 'invalid_request_error'],  // messages is required
+    [{ model: SERVED, messages: [{ role: 'user', content: 7 }] }, 400, 'invalid_request_error'],
+    [{ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }, 404, 'not_found_error'],
+    [[1, 2], 400, 'invalid_request_error'],
+  ]) {
+    const res = await server.post('/v1/messages/count_tokens', body, h);
+    assert.equal(res.status, status, `${JSON.stringify(body)}: ${res.text}`);
+    assert.equal(res.json.type, 'error');
+    assert.equal(res.json.error.type, type);
+  }
+  assert.equal((await server.post('/v1/messages/count_tokens', { model: SERVED, messages: [{ role: 'user', content: 'x' }] })).status, 401);
+  // Other paths under /v1/messages/ answer in Anthropic's shape too.
+  const unknown = await server.post('/v1/messages/no_such_route', {}, h);
+  assert.equal(unknown.status, 404);
+  assert.equal(unknown.json.error.type, 'not_found_error');
+  const wrongMethod = await server.request('GET', '/v1/messages/count_tokens', h);
+  assert.equal(wrongMethod.status, 405);
+  assert.equal(wrongMethod.json.type, 'error');
+});

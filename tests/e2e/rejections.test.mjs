@@ -219,6 +219,12 @@ test('rejected requests get one JSON log line each (status, error type, no token
   assert.equal(badLines.length, 1, `one line for the 400: ${JSON.stringify(lines)}`);
   assert.equal(badLines[0].error_type, 'invalid_request_error');
   assert.ok(lines.some((l) => l.status === 400 && /Content-Length/.test(l.error)), 'the Content-Length 400s were logged');
+  // With --log-format json every stderr line is JSON, the lifecycle lines included.
+  const all = server.stderrLines().filter((l) => l.trim() !== '');
+  for (const l of all) assert.doesNotThrow(() => JSON.parse(l), `not JSON: ${l}`);
+  const serving = all.map((l) => JSON.parse(l)).find((l) => l.level === 'info' && /^serving /.test(l.message));
+  assert.ok(serving, `the serving line: ${all.join('\n')}`);
+  assert.match(serving.ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
   // The completed request keeps its line format.
   const done = lines.find((l) => l.id === ok.json.id);
   assert.ok(done, 'log line of the completed request');
@@ -238,6 +244,39 @@ test('a declared body above --max-body-bytes gets 413 at once; a POST without a 
   }
   const after = await server.post('/v1/chat/completions', { model: SERVED, messages: MESSAGES, max_tokens: 2 });
   assert.equal(after.status, 200, 'the server keeps serving');
+});
+
+test('a wrong-typed "cache" is a 400 naming it even with the response cache off', async () => {
+  for (const route of ['/v1/chat/completions', '/v1/completions']) {
+    const body = route.endsWith('chat/completions') ? { messages: MESSAGES } : { prompt: 'Hello' };
+    const res = await server.post(route, { ...body, max_tokens: 2, cache: 'yes' });
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json.error.param, 'cache');
+    assert.equal((await server.post(route, { ...body, max_tokens: 2, cache: false })).status, 200);
+  }
+});
+
+test('PUT / PATCH / DELETE without a length are answered at once (405 / 404); Transfer-Encoding in any case', async () => {
+  // cpp-httplib would read these bodies until the client closes (the 10-s read timeout).
+  for (const [method, path, status] of [['PUT', '/v1/chat/completions', 405], ['PATCH', '/v1/models', 405],
+                                        ['DELETE', '/v1/no-such-route', 404]]) {
+    const res = await rawRequest(server.port, `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+    assert.ok(!res.timedOut, `${method} ${path}: no reply within 5 s`);
+    assert.equal(res.status, status, res.headers);
+    assert.ok(res.ms < 2000, `${method}: answered after ${res.ms.toFixed(0)} ms`);
+    assert.equal(typeof res.json?.error?.message, 'string', res.text);
+    if (status === 405) assert.match(res.headers, /\r\nallow: /i);
+  }
+  // RFC 9112 section 7: coding names are case-insensitive; section 6.1: others are 501.
+  const body = JSON.stringify({ model: SERVED, messages: MESSAGES, max_tokens: 2 });
+  const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+  const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n';
+  const ok = await rawRequest(server.port, `${head}Transfer-Encoding: Chunked\r\n\r\n${chunked}`, 30000);
+  assert.equal(ok.status, 200, ok.text);
+  assert.equal(ok.json.object, 'chat.completion');
+  const gz = await rawRequest(server.port, `${head}Transfer-Encoding: gzip, chunked\r\n\r\n${chunked}`);
+  assert.equal(gz.status, 501, gz.text);
+  assert.equal(gz.json.error.code, 'unsupported_transfer_encoding');
 });
 
 /**

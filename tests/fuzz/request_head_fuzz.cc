@@ -3,10 +3,12 @@
 // (names case-insensitive, repeated headers kept), including many headers.
 //
 // Input: lines "Name: value" (the first line is the method); all of it is fuzzed.
-// Invariants (RFC 9112 section 6.3 / RFC 9110 section 15.5.12, checked independently here): the
-// function never throws; a request is let through only if every Content-Length is 1..19 ASCII
-// digits, all equal, and at most max_body_bytes, or (without one) it is not a POST or is chunked;
-// every rejection but the 401 closes the connection.
+// Invariants (RFC 9112 sections 6.1, 6.3 and 7, RFC 9110 sections 8.4, 11.1 and 15.5.12, checked
+// independently here): the function never throws; a request is let through only if every
+// Content-Length is 1..19 ASCII digits, all equal, and at most max_body_bytes, or (without one) its
+// Transfer-Encoding is "chunked" (any case) or, absent, it is not a POST; its Content-Encoding is
+// absent or identity; and a /v1/ path carries the key ("Bearer" in any case, or x-api-key). Every
+// rejection but the 401 closes the connection.
 #include <httplib.h>
 
 #include <cstdint>
@@ -20,6 +22,19 @@ namespace {
 using qs::fuzz::check;
 
 constexpr size_t kMaxBody = 1 << 20;
+
+// ASCII letters lowercased (header names, codings and auth schemes are case-insensitive).
+std::string lowered(std::string v) {
+  for (char& c : v) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return v;
+}
+
+// The value lowercased, spaces and tabs trimmed at both ends.
+std::string folded(std::string v) {
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
+  return lowered(v);
+}
 
 bool all_digits(const std::string& v) {
   if (v.empty() || v.size() > 19) return false;
@@ -71,22 +86,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (lengths_ok && lengths > 0) declared = std::stoull(req.get_header_value("Content-Length"));
   // RFC 9112 6.1: both framings at once are refused (400, connection closed).
-  const bool both_framings = lengths > 0 && req.has_header("Transfer-Encoding");
+  const bool has_te = req.has_header("Transfer-Encoding");
+  const bool both_framings = lengths > 0 && has_te;
+  const bool te_chunked = folded(req.get_header_value("Transfer-Encoding")) == "chunked";
+  const std::string coding = folded(req.get_header_value("Content-Encoding"));
+  const bool coding_ok = coding.empty() || coding == "identity";
   const bool body_ok = both_framings ? false
                        : lengths > 0 ? lengths_ok && declared <= kMaxBody
-                                   : req.method != "POST" ||
-                                         req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
-  const bool auth_ok = req.path.rfind("/v1/", 0) != 0 || req.get_header_value("Authorization") == "Bearer key";
+                       : has_te      ? te_chunked
+                                     : req.method != "POST";
+  const std::string auth = req.get_header_value("Authorization");
+  const bool auth_ok = req.path.rfind("/v1/", 0) != 0 || req.get_header_value("x-api-key") == "key" ||
+                       (auth.size() == 10 && lowered(auth.substr(0, 7)) == "bearer " && auth.substr(7) == "key");
   if (!verdict) {
-    check(body_ok && auth_ok, "a request head that breaks a rule was let through");
+    check(body_ok && coding_ok && auth_ok, "a request head that breaks a rule was let through");
     return 0;
   }
   const int status = verdict->error.status();
-  check(status == 400 || status == 401 || status == 411 || status == 413, "unexpected status " + std::to_string(status));
+  check(status == 400 || status == 401 || status == 411 || status == 413 || status == 415 || status == 501,
+        "unexpected status " + std::to_string(status));
   check(verdict->close_connection == (status != 401), "connection handling differs from the status");
   if (status == 400) check(!lengths_ok || both_framings, "400 for valid Content-Length headers");
   if (status == 413) check(lengths_ok && declared > kMaxBody, "413 for a length within the limit");
-  if (status == 411) check(lengths == 0 && !body_ok, "411 although the body is delimited");
-  if (status == 401) check(body_ok && !auth_ok, "401 for a request that is authorised or malformed");
+  if (status == 415) check(!coding_ok, "415 for an identity (or absent) Content-Encoding");
+  if (status == 501) check(has_te && !te_chunked, "501 for a chunked or absent Transfer-Encoding");
+  if (status == 411) check(lengths == 0 && !has_te && req.method == "POST", "411 although the body is delimited");
+  if (status == 401) check(body_ok && coding_ok && !auth_ok, "401 for a request that is authorised or malformed");
   return 0;
 }

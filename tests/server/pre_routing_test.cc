@@ -82,6 +82,33 @@ TEST(PreRouting, PostWithoutLengthOrChunkingIs411AndCloses) {
   EXPECT_TRUE(rejection->close_connection);
 }
 
+// RFC 9112 section 7: transfer-coding names are case-insensitive; section 6.1: a coding the server
+// does not understand is a 501.
+TEST(PreRouting, ChunkedInAnyCaseIsRoutedOtherTransferCodingsAre501AndClose) {
+  const ServerOptions options = options_with_limit(1000);
+  for (const char* te : {"chunked", "Chunked", "CHUNKED", " chunked "}) {
+    EXPECT_TRUE(has_chunked_body(request("POST", "/v1/completions", {{"Transfer-Encoding", te}}))) << te;
+    EXPECT_FALSE(check_request_headers(request("POST", "/v1/completions", {{"Transfer-Encoding", te}}), options)) << te;
+  }
+  for (const char* te : {"gzip, chunked", "identity", "gzip", "chunked, chunked", ""}) {
+    const auto rejection = check_request_headers(request("POST", "/v1/completions", {{"Transfer-Encoding", te}}), options);
+    ASSERT_TRUE(rejection) << te;
+    EXPECT_EQ(rejection->error.status(), 501) << te;
+    EXPECT_EQ(rejection->error.code(), "unsupported_transfer_encoding") << te;
+    EXPECT_TRUE(rejection->close_connection) << te;
+  }
+}
+
+// cpp-httplib reads a body until the client closes for these methods when nothing frames it.
+TEST(PreRouting, BodyReadUntilCloseIsTheUnframedBodyMethods) {
+  for (const char* m : {"POST", "PUT", "PATCH", "DELETE"}) {
+    EXPECT_TRUE(body_read_until_close(request(m, "/x", {}))) << m;
+    EXPECT_FALSE(body_read_until_close(request(m, "/x", {{"Content-Length", "0"}}))) << m;
+    EXPECT_FALSE(body_read_until_close(request(m, "/x", {{"Transfer-Encoding", "chunked"}}))) << m;
+  }
+  for (const char* m : {"GET", "HEAD", "OPTIONS"}) EXPECT_FALSE(body_read_until_close(request(m, "/x", {}))) << m;
+}
+
 TEST(PreRouting, ApiKeyGuardsV1RoutesOnly) {
   ServerOptions options;
   options.api_key = "sekret";

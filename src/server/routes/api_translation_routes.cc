@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "server/anthropic_api.h"
+#include "server/api_error.h"
+#include "server/job_builder.h"
 #include "server/openai_request.h"
 #include "server/responses_api.h"
 #include "server/routes/http_reply.h"
@@ -53,6 +55,20 @@ void handle_messages(const GenerationRouteContext& ctx, const httplib::Request& 
   AnthropicRequest translated = translate_anthropic_request(parse_json_body(req));
   const ChatRequest request = parse_chat_request(translated.chat_body, ctx.job_context.tokenizer.vocab_size());
   run_adapted_chat(ctx, req, request, std::move(slot), std::make_shared<MessagesAdapter>(std::move(translated.stop_sequences)), res);
+}
+
+void handle_count_tokens(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  nlohmann::ordered_json body = parse_json_body(req);
+  if (!body.is_object()) throw body_not_an_object(body.type_name());
+  // The count request has no max_tokens; the translation requires one and it does not change the
+  // prompt. stream is not part of the count request either.
+  body["max_tokens"] = 1;
+  body.erase("stream");
+  const AnthropicRequest translated = translate_anthropic_request(body);
+  const ChatRequest request = parse_chat_request(translated.chat_body, ctx.job_context.tokenizer.vocab_size());
+  served_model_for(request.fields.model, ctx.options);  // 404 before any templating
+  const std::string prompt = render_chat_prompt(ctx.job_context, request);
+  send_json(res, 200, {{"input_tokens", ctx.job_context.tokenizer.encode(prompt).size()}});
 }
 
 }  // namespace qs

@@ -19,4 +19,13 @@ void handle_responses(const GenerationRouteContext& ctx, const httplib::Request&
 /// path in Anthropic's shape (anthropic_error_json).
 void handle_messages(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res);
 
+/// POST /v1/messages/count_tokens (Anthropic's "Count Message tokens"): the body of a Messages
+/// request without max_tokens (`model`, `system`, `messages`, `tools`, `tool_choice`; a max_tokens
+/// or stream sent anyway is ignored) -> 200 {"input_tokens": N}, N the prompt tokens /v1/messages
+/// would bill for the same body (its usage.input_tokens: the chat template rendered with the tools,
+/// then encoded). Takes no queue slot and runs nothing on the engine. Throws ApiError 400 as
+/// /v1/messages does for the fields it shares, 404 model_not_found for an unknown model; answered
+/// in Anthropic's shape.
+void handle_count_tokens(const GenerationRouteContext& ctx, const httplib::Request& req, httplib::Response& res);
+
 }  // namespace qs

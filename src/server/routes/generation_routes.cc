@@ -108,8 +108,8 @@ void run_job(const GenerationRouteContext& ctx, GenerationJob job, QueueSlot slo
   const Tokenizer& tokenizer = ctx.job_context.tokenizer;
   if (req != nullptr) job.client_request_id = client_request_id(*req);
   if (job.degraded) res.set_header("x-qwenserve-degraded", "1");
+  const bool allowed = cache_allowed_by(body);  // a wrong-typed "cache" is a 400 with the cache off as well
   if (ctx.response_cache && !adapter) {  // cached answers are chat-shaped: none for adapted APIs
-    const bool allowed = cache_allowed_by(body);
     const EngineRequest& first = job.choices.front();
     job.cache_key = response_cache_key(body, job.api == GenerationJob::Api::kChat ? "chat" : "completions", job.model,
                                        job.prompt_ids, first.sampling.temperature, first.sampling.top_k,

@@ -34,19 +34,26 @@ ApiError body_too_large_error(unsigned long long bytes, size_t limit) {
                   "", "invalid_request_error", "request_too_large");
 }
 
-bool has_chunked_body(const httplib::Request& req) {
-  return req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
-}
-
-// The Content-Encoding of the body, lowercased and trimmed; "" when absent.
-static std::string content_encoding(const httplib::Request& req) {
-  std::string v = req.get_header_value("Content-Encoding");
+// A header's value, lowercased and trimmed of spaces and tabs; "" when absent.
+static std::string normalized_header(const httplib::Request& req, const char* name) {
+  std::string v = req.get_header_value(name);
   const size_t b = v.find_first_not_of(" \t");
   const size_t e = v.find_last_not_of(" \t");
   v = b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return v;
 }
+
+bool has_chunked_body(const httplib::Request& req) { return normalized_header(req, "Transfer-Encoding") == "chunked"; }
+
+bool body_read_until_close(const httplib::Request& req) {
+  const std::string& m = req.method;
+  return (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" || m == "PRI") &&
+         !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding");
+}
+
+// The Content-Encoding of the body, lowercased and trimmed; "" when absent.
+static std::string content_encoding(const httplib::Request& req) { return normalized_header(req, "Content-Encoding"); }
 
 // "Authorization: Bearer <key>" with the scheme in any case (RFC 9110 section 11.1).
 static bool bearer_matches(const std::string& authorization, const std::string& key) {
@@ -76,6 +83,13 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
     return closing(ApiError(415, "Content-Encoding '" + req.get_header_value("Content-Encoding").substr(0, 64) +
                                      "' is not supported: send the request body uncompressed",
                             "", "invalid_request_error", "unsupported_content_encoding"));
+  }
+  // RFC 9112 section 6.1: a transfer coding the server does not understand is a 501. cpp-httplib
+  // decodes "chunked" alone (any case); "gzip, chunked" would be read as if it had no framing.
+  if (req.has_header("Transfer-Encoding") && !has_chunked_body(req)) {
+    return closing(ApiError(501, "Transfer-Encoding '" + req.get_header_value("Transfer-Encoding").substr(0, 64) +
+                                     "' is not supported: send a Content-Length or 'Transfer-Encoding: chunked'",
+                            "", "invalid_request_error", "unsupported_transfer_encoding"));
   }
   // Decided before httplib reads (or waits for) the body: a declared length above the limit gets
   // 413 at once instead of after the read timeout, and a POST whose body would end only when the
