@@ -67,7 +67,8 @@ ojson messages_body_for(const ojson& chat) {
     }
   }
   body["messages"] = std::move(messages);
-  for (const char* name : {"temperature", "model", "top_p", "top_k", "stream"}) {
+  // timeout, priority and slo_ttft_ms are the server's own fields, passed through as sent.
+  for (const char* name : {"temperature", "model", "top_p", "top_k", "stream", "timeout", "priority", "slo_ttft_ms"}) {
     if (chat.contains(name)) body[name] = chat[name];
   }
   if (chat.contains("stop")) body["stop_sequences"] = chat["stop"];

@@ -49,7 +49,9 @@ ojson input_items_for(const ojson& messages) {
 // A translated chat body -> a Responses body that must translate back to it.
 ojson responses_body_for(const ojson& chat) {
   ojson body = {{"input", input_items_for(chat.at("messages"))}};
-  for (const char* name : {"model", "temperature", "top_p", "top_k", "seed", "parallel_tool_calls", "stream"}) {
+  // timeout, priority and slo_ttft_ms are the server's own fields, passed through as sent.
+  for (const char* name : {"model", "temperature", "top_p", "top_k", "seed", "parallel_tool_calls", "stream", "timeout",
+                           "priority", "slo_ttft_ms"}) {
     if (chat.contains(name)) body[name] = chat[name];
   }
   if (chat.contains("max_tokens")) body["max_output_tokens"] = chat["max_tokens"];
