@@ -141,18 +141,12 @@ void HttpServer::register_routes() {
       }
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (body_read_until_close(req)) {  // PUT / PATCH / DELETE without framing (POST got 411 above)
-      // httplib would wait for the client to close (the 10-s read timeout): answered now, from the
-      // path, as the route table would answer it (404, or 405 with Allow).
-      const std::vector<std::string> allowed = route_methods_.allowed(req.path);
-      if (std::find(allowed.begin(), allowed.end(), req.method) != allowed.end()) {
-        answer_error(req, res, ApiError(411, "a " + req.method + " needs a Content-Length header (or chunked transfer encoding)",
-                                        "", "invalid_request_error", "length_required"));
-      } else {
-        res.status = 404;
-        if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes, route_methods_)) {
-          answer_error(req, res, *error);
-        }
+    if (body_read_until_close(req)) {  // PUT / PATCH / DELETE without framing (a POST got its 411 above)
+      // httplib would wait for the client to close (the 10-s read timeout). No route takes these
+      // methods, so the route table's answer (404, or 405 with Allow) is given now.
+      res.status = 404;
+      if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes, route_methods_)) {
+        answer_error(req, res, *error);
       }
       res.set_header("Connection", "close");
       request_deadline::close_after_response();

@@ -93,13 +93,14 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
   }
   // Decided before httplib reads (or waits for) the body: a declared length above the limit gets
   // 413 at once instead of after the read timeout, and a POST whose body would end only when the
-  // client closes gets 411.
+  // client closes gets 411. (POST is the only method a route here takes a body with; a PUT, PATCH
+  // or DELETE read until close is answered 404 / 405 from the route table by the caller.)
   if (req.has_header("Content-Length")) {
     const unsigned long long declared = std::stoull(req.get_header_value("Content-Length"));  // validated above
     if (declared > options.max_body_bytes) {
       return closing(body_too_large_error(declared, options.max_body_bytes));
     }
-  } else if (req.method == "POST" && !has_chunked_body(req)) {
+  } else if (req.method == "POST" && body_read_until_close(req)) {
     return closing(ApiError(411, "a POST needs a Content-Length header (or chunked transfer encoding)", "",
                             "invalid_request_error", "length_required"));
   }
