@@ -41,6 +41,9 @@ std::string anthropic_stop_reason(const std::string& finish_reason, const std::s
 /// null), usage {input_tokens, output_tokens, cache_read_input_tokens}.
 nlohmann::json anthropic_body(const nlohmann::json& chat_completion, const std::vector<std::string>& stop_sequences);
 
+/// The Messages id of the chat completion `chat_id`: "chatcmpl-XXXX" -> "msg_XXXX".
+std::string message_id(const std::string& chat_id);
+
 /// True for the paths answered in Anthropic's shape: /v1/messages and everything under
 /// /v1/messages/ (count_tokens, and the 404 / 405 of an unknown path there).
 inline bool is_anthropic_path(const std::string& path) {

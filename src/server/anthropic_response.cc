@@ -4,14 +4,15 @@
 #include "server/anthropic_api.h"
 
 namespace qs {
-namespace {
-
-using json = nlohmann::json;
 
 std::string message_id(const std::string& chat_id) {
   const size_t dash = chat_id.find('-');
   return "msg_" + (dash == std::string::npos ? chat_id : chat_id.substr(dash + 1));
 }
+
+namespace {
+
+using json = nlohmann::json;
 
 json tool_input(const std::string& arguments) {
   json input = json::parse(arguments, nullptr, false);

@@ -36,7 +36,7 @@ struct LatencyTracker {
 metrics::RequestRecord make_record(const GenerationJob& job, const std::vector<ChoiceState>& choices,
                                    const LatencyTracker& latency, int status) {
   metrics::RequestRecord r;
-  r.id = job.id;
+  r.id = job.response_id.empty() ? job.id : job.response_id;
   r.request_id = job.client_request_id;
   r.status = status;
   r.prompt_tokens = static_cast<int64_t>(job.prompt_ids.size());

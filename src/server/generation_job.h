@@ -22,6 +22,8 @@ struct GenerationJob {
   enum class Api { kChat, kCompletion };
   Api api = Api::kChat;
   std::string id;                   // "chatcmpl-..." / "cmpl-..."
+  std::string response_id;          // the id of the API's response when it is not `id` ("msg_...",
+                                    // "resp_..." on translated routes), else ""; logged as the id
   std::string client_request_id;    // the client's X-Request-Id header (client_request_id()), or ""
   std::string model;                // served model name
   int64_t created = 0;              // unix seconds

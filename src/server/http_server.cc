@@ -103,7 +103,9 @@ void HttpServer::answer_error(const httplib::Request& req, httplib::Response& re
   send_error(res, error);
   if (is_anthropic_path(req.path)) send_json(res, error.status(), anthropic_error_json(error));  // Anthropic's shape
   // A not-ready /ready is a probe answer, not a rejected request.
-  if (!reached_engine(req, res) && req.path != "/ready") rejection_logger_.log(error, req.method, req.path);
+  if (!reached_engine(req, res) && req.path != "/ready") {
+    rejection_logger_.log(error, req.method, req.path, client_request_id(req));
+  }
 }
 
 void HttpServer::register_routes() {
@@ -163,6 +165,11 @@ void HttpServer::register_routes() {
   // on every response to an allowed origin, errors and streams included.
   s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (res.get_header_value("Connection") == "close") res.headers.erase("Keep-Alive");
+    // The client's X-Request-Id comes back on every answer, rejections included (a generation
+    // has set it already: the client's, else its response id).
+    if (!res.has_header("x-request-id")) {
+      if (const std::string id = client_request_id(req); !id.empty()) res.set_header("x-request-id", id);
+    }
     add_cors_headers(req, res, options_.allowed_origins);
   });
   // Any status >= 400 that no handler gave a body: no route, body too large while reading, ...

@@ -2,8 +2,8 @@
 // 413, 415, 429 queue_full, 503 not ready, ...): completed and failed generations are logged by
 // generation_job.cc (metrics/request_log.h); these get one line too, without token counts.
 //
-// JSON fields: ts (ISO 8601 UTC with milliseconds), id (null: no response id was assigned), status,
-// method, path, error_type, error_code (the OpenAI error's "type" and "code", null when empty),
+// JSON fields: ts (ISO 8601 UTC with milliseconds), id (null: no response id was assigned),
+// request_id (the client's X-Request-Id, client_request_id(); null when none), status, method, path, error_type, error_code (the OpenAI error's "type" and "code", null when empty),
 // error (its "message").
 #pragma once
 
@@ -22,16 +22,20 @@ struct RejectedRequest {
   std::string error_type;  // empty: none
   std::string error_code;  // empty: none
   std::string message;
+  std::string request_id;  // the client's X-Request-Id; empty: none
 };
 
-/// The rejection of `method` `path` with `error` (its status, type, code and message).
-RejectedRequest rejected_request(const ApiError& error, const std::string& method, const std::string& path);
+/// The rejection of `method` `path` with `error` (its status, type, code and message), for the
+/// client's X-Request-Id `request_id` ("" when none).
+RejectedRequest rejected_request(const ApiError& error, const std::string& method, const std::string& path,
+                                 const std::string& request_id = "");
 
 /// One JSON object on one line (no newline), stamped `at`; invalid UTF-8 becomes U+FFFD.
 std::string rejection_log_line(const RejectedRequest& rejected, std::chrono::system_clock::time_point at);
 
 /// The --log-format text line: `- status=404 method=POST path="/v1/..." type=... code=... error="..."`
-/// (path and message JSON-quoted, so that a decoded path cannot start a new line).
+/// (path and message JSON-quoted, so that a decoded path cannot start a new line), then
+/// ` request_id=...` when the client sent one (visible ASCII only: nothing to quote).
 std::string rejection_text_line(const RejectedRequest& rejected);
 
 /// Writes the line of each rejected request in one --log-format: "json" (rejection_log_line),
@@ -43,8 +47,10 @@ class RejectionLogger {
   /// `sink` defaults to stderr, one fprintf per line (newline added).
   explicit RejectionLogger(std::string log_format, Sink sink = {});
 
-  /// Writes the line for `error`, answered to `method` `path`, stamped now.
-  void log(const ApiError& error, const std::string& method, const std::string& path) const;
+  /// Writes the line for `error`, answered to `method` `path` (client X-Request-Id `request_id`,
+  /// "" when none), stamped now.
+  void log(const ApiError& error, const std::string& method, const std::string& path,
+           const std::string& request_id = "") const;
 
  private:
   std::string log_format_;

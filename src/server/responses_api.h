@@ -29,6 +29,10 @@ struct ResponsesRequest {
 /// type or value, on `previous_response_id`, and on non-function tools or unsupported items.
 ResponsesRequest translate_responses_request(const nlohmann::ordered_json& body);
 
+/// The Responses id of the chat completion `chat_id`: "chatcmpl-XXXX" -> "resp_XXXX" (every
+/// item id of the response shares the suffix).
+std::string response_id(const std::string& chat_id);
+
 /// The `response` object for a chat.completion body (choice 0, with its stop_cause): output items
 /// (a `message` with one output_text part when there is text or no tool call, then one
 /// `function_call` item per tool call), status completed, or incomplete with

@@ -49,12 +49,14 @@ json responses_usage(const json& chat_usage) {
           {"output_tokens_details", {{"reasoning_tokens", 0}}}, {"total_tokens", in + out}};
 }
 
+std::string response_id(const std::string& chat_id) { return id_with_prefix(chat_id, "resp"); }
+
 json responses_body(const json& chat, const json& echo) {
   const json& choice = chat.at("choices").at(0);
   const json& message = choice.at("message");
   const std::string chat_id = chat.at("id").get<std::string>();
   const bool incomplete = choice.value("finish_reason", "") == "length";
-  json r = base_response(id_with_prefix(chat_id, "resp"), chat.at("model").get<std::string>(),
+  json r = base_response(response_id(chat_id), chat.at("model").get<std::string>(),
                          chat.value("created", int64_t{0}), echo, incomplete ? "incomplete" : "completed");
   if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
   const std::string text = message.contains("content") && message["content"].is_string() ? message["content"].get<std::string>() : "";

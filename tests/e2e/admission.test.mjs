@@ -283,4 +283,39 @@ test('X-Request-Id: echoed as x-request-id and logged as request_id; an unusable
   assert.equal(long.status, 200, long.text);
   assert.equal(long.headers.get('x-request-id'), long.json.id);
   assert.equal((await small.logRecordFor(long.json.id)).request_id, null);
+  // Without one, a translated route's x-request-id is its own response id (msg_ / resp_, as in the
+  // body), and the log line carries that id.
+  const msg = await small.post('/v1/messages', { max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(msg.status, 200, msg.text);
+  assert.match(msg.json.id, /^msg_/);
+  assert.equal(msg.headers.get('x-request-id'), msg.json.id);
+  assert.ok(await small.logRecordFor(msg.json.id), 'the log line has the msg_ id');
+  const resp = await small.post('/v1/responses', { max_output_tokens: 2, input: 'hi' });
+  assert.equal(resp.status, 200, resp.text);
+  assert.match(resp.json.id, /^resp_/);
+  assert.equal(resp.headers.get('x-request-id'), resp.json.id);
+  assert.ok(await small.logRecordFor(resp.json.id), 'the log line has the resp_ id');
+  // Answers that never reach the engine echo it too, and their log line carries it.
+  const cases = [
+    ['GET', '/v1/no-such-route', undefined, 404],
+    ['POST', '/v1/chat/completions', '{"messages": [', 400],
+    ['POST', '/v1/messages', '{"max_tokens": "two"}', 400],
+    ['GET', '/v1/chat/completions', undefined, 405],
+  ];
+  for (const [i, [method, route, rawBody, status]] of cases.entries()) {
+    const id = `rejected-${i}`;
+    const r = await small.request(method, route, { rawBody, headers: { 'X-Request-Id': id, 'Content-Type': 'application/json' } });
+    assert.equal(r.status, status, `${method} ${route}: ${r.text}`);
+    assert.equal(r.headers.get('x-request-id'), id, `${method} ${route}`);
+    const deadline = Date.now() + 3000;
+    let line;
+    const find = () => small.stderrLines().map((l) => { try { return JSON.parse(l); } catch { return null; } })
+      .find((rec) => rec?.request_id === id);
+    while (!(line = find()) && Date.now() < deadline) await sleep(20);
+    assert.ok(line, `a log line with request_id ${id}`);
+    assert.equal(line.status, status);
+    assert.equal(line.id, null);
+  }
+  const health = await small.request('GET', '/health', { headers: { 'X-Request-Id': 'probe-1' } });
+  assert.equal(health.headers.get('x-request-id'), 'probe-1');
 });

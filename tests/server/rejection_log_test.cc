@@ -42,9 +42,24 @@ TEST(RejectionLog, EmptyTypeAndCodeAreNull) {
 }
 
 TEST(RejectionLog, TextLineQuotesPathAndMessage) {
-  RejectedRequest r{429, "POST", "/v1/a\nb", "rate_limit_error", "queue_full", "server \"overloaded\""};
+  RejectedRequest r{429, "POST", "/v1/a\nb", "rate_limit_error", "queue_full", "server \"overloaded\"", ""};
   const std::string line = rejection_text_line(r);
   EXPECT_EQ(line, R"(- status=429 method=POST path="/v1/a\nb" type=rate_limit_error code=queue_full error="server \"overloaded\"")");
+}
+
+TEST(RejectionLog, CarriesTheClientRequestIdOrNull) {
+  const ApiError error(404, "no route", "", "invalid_request_error", "not_found");
+  const nlohmann::json with = nlohmann::json::parse(
+      rejection_log_line(rejected_request(error, "GET", "/v1/x", "gw-7"), std::chrono::system_clock::now()));
+  EXPECT_EQ(with["request_id"], "gw-7");
+  EXPECT_TRUE(with["id"].is_null());
+  const nlohmann::json without =
+      nlohmann::json::parse(rejection_log_line(rejected_request(error, "GET", "/v1/x"), std::chrono::system_clock::now()));
+  ASSERT_TRUE(without.contains("request_id"));
+  EXPECT_TRUE(without["request_id"].is_null());
+  const std::string text = rejection_text_line(rejected_request(error, "GET", "/v1/x", "gw-7"));
+  EXPECT_EQ(text.substr(text.size() - std::string(" request_id=gw-7").size()), " request_id=gw-7");
+  EXPECT_EQ(rejection_text_line(rejected_request(error, "GET", "/v1/x")).find("request_id"), std::string::npos);
 }
 
 TEST(RejectionLog, LoggerWritesOneLineInTheChosenFormatOrNone) {

@@ -18,6 +18,7 @@ namespace {
 class ResponsesAdapter : public ResponseAdapter {
  public:
   explicit ResponsesAdapter(nlohmann::json echo) : echo_(std::move(echo)) {}
+  std::string response_id(const std::string& chat_id) const override { return qs::response_id(chat_id); }
   void on_job(const GenerationJob& job) override { translator_.emplace(job.id, job.model, job.created, echo_); }
   nlohmann::json body(const nlohmann::json& chat) override { return responses_body(chat, echo_); }
   std::string stream(const std::string& chat_sse) override { return translator_->translate(chat_sse); }
@@ -30,6 +31,7 @@ class ResponsesAdapter : public ResponseAdapter {
 class MessagesAdapter : public ResponseAdapter {
  public:
   explicit MessagesAdapter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  std::string response_id(const std::string& chat_id) const override { return message_id(chat_id); }
   void on_job(const GenerationJob& job) override {
     translator_.emplace(job.id, job.model, static_cast<int64_t>(job.prompt_ids.size()), stops_);
   }

@@ -41,9 +41,10 @@ QueueSlot admission_precheck(const GenerationRouteContext& ctx) {
 }
 
 // The x-request-id header of a response: the client's own X-Request-Id when it sent one (as vLLM
-// echoes it), else the response id.
+// echoes it), else the id of the response (as its API shows it).
 const std::string& response_request_id(const GenerationJob& job) {
-  return job.client_request_id.empty() ? job.id : job.client_request_id;
+  if (!job.client_request_id.empty()) return job.client_request_id;
+  return job.response_id.empty() ? job.id : job.response_id;
 }
 
 // A cached response (deterministic request seen before): JSON or SSE, without the engine.
@@ -194,6 +195,7 @@ void run_adapted_chat(const GenerationRouteContext& ctx, const httplib::Request&
   GenerationJob job = build_chat_job(request, ctx.job_context);
   job.include_usage = true;
   job.report_stop_cause = true;
+  job.response_id = adapter->response_id(job.id);
   adapter->on_job(job);
   run_job(ctx, std::move(job), std::move(slot), nlohmann::ordered_json(), &req, res, std::move(adapter));
 }

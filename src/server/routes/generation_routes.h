@@ -44,6 +44,9 @@ void handle_chat_completions(const GenerationRouteContext& ctx, const httplib::R
 class ResponseAdapter {
  public:
   virtual ~ResponseAdapter() = default;
+  /// The id the API's response carries for the chat completion `chat_id` ("msg_...", "resp_..."):
+  /// the response's default x-request-id and its log line's id.
+  virtual std::string response_id(const std::string& chat_id) const = 0;
   /// Called once the job is built, before any other call (its id, model, created, prompt_ids).
   virtual void on_job(const GenerationJob& job) = 0;
   /// The API's response body for a chat.completion body (with choices[].stop_cause).
