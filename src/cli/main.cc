@@ -6,12 +6,20 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace {
 
 // Prints "error: <message>" as exactly one line: control characters from corrupt input (a newline
-// inside a token or a JSON key) are escaped as \n, \r, \t or \xNN; other bytes are kept.
+// inside a token or a JSON key) are escaped as \n, \r, \t or \xNN; other bytes are kept. Under
+// serve --log-format json the line is a JSON object {ts, level: "error", message} (core/log.h).
 int report_error(const char* message) {
+  if (qs::process_log::uses_json()) {
+    std::fflush(stdout);
+    qs::process_log::write(qs::process_log::Level::kError, message);
+    std::fflush(stderr);
+    return 1;
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string line = "error: ";
   for (const char* p = message; *p != '\0'; ++p) {

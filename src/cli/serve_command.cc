@@ -180,8 +180,9 @@ int run_serve(ServeOptions opt) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // The lifecycle lines and a fatal error (main.cc) follow --log-format from here on.
+  process_log::use_json(opt.server.log_format == "json");
   check_configuration(opt);
-  process_log::use_json(opt.server.log_format == "json");  // the lifecycle lines follow --log-format
   std::string draft_path;
   const SpecDecodeOptions spec = opt.spec.resolve(&draft_path);  // a bad --speculative-config fails before loading
 

@@ -25,18 +25,34 @@ namespace {
 
 std::atomic<bool> g_json{false};
 
+const char* level_name(Level level) {
+  switch (level) {
+    case Level::kWarning: return "warning";
+    case Level::kError: return "error";
+    case Level::kInfo: break;
+  }
+  return "info";
+}
+
 }  // namespace
 
 void use_json(bool json) { g_json.store(json, std::memory_order_relaxed); }
 
+bool uses_json() { return g_json.load(std::memory_order_relaxed); }
+
 std::string text_line(Level level, const std::string& message) {
-  return std::string(level == Level::kWarning ? "qwenserve: warning: " : "qwenserve: ") + message;
+  switch (level) {
+    case Level::kWarning: return "qwenserve: warning: " + message;
+    case Level::kError: return "error: " + message;
+    case Level::kInfo: break;
+  }
+  return "qwenserve: " + message;
 }
 
 std::string json_line(Level level, const std::string& message, std::chrono::system_clock::time_point at) {
   const nlohmann::ordered_json line = {
       {"ts", format_iso8601_utc(at)},
-      {"level", level == Level::kWarning ? "warning" : "info"},
+      {"level", level_name(level)},
       {"message", message},
   };
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

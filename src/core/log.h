@@ -4,7 +4,8 @@
 // parses every line as JSON reads them all.
 //
 // JSON fields: ts (ISO 8601 UTC with milliseconds, as the request lines), level ("info" |
-// "warning"), message (the text line's words without its "qwenserve: " / "warning: " prefix).
+// "warning" | "error"), message (the text line's words without its "qwenserve: " / "warning: " /
+// "error: " prefix). A fatal error (the command's last line, exit status 1) is "error".
 #pragma once
 
 #include <chrono>
@@ -17,13 +18,16 @@ std::string format_iso8601_utc(std::chrono::system_clock::time_point time);
 
 namespace process_log {
 
-enum class Level { kInfo, kWarning };
+enum class Level { kInfo, kWarning, kError };
 
 /// From now on, lines are JSON (true) or text (false, the default). Thread-safe.
 void use_json(bool json);
 
-/// The text line of `message` (no newline): "qwenserve: MESSAGE" (info) or "qwenserve: warning:
-/// MESSAGE".
+/// Whether lines are JSON now (use_json).
+bool uses_json();
+
+/// The text line of `message` (no newline): "qwenserve: MESSAGE" (info), "qwenserve: warning:
+/// MESSAGE" or "error: MESSAGE" (the CLI's fatal-error line).
 std::string text_line(Level level, const std::string& message);
 
 /// The JSON line of `message` at `at` (no newline); invalid UTF-8 becomes U+FFFD.

@@ -15,6 +15,7 @@ TEST(ProcessLog, TextLinesKeepTheirPrefixes) {
   EXPECT_EQ(process_log::text_line(process_log::Level::kInfo, "stopped"), "qwenserve: stopped");
   EXPECT_EQ(process_log::text_line(process_log::Level::kWarning, "--ctx-size 9 exceeds 8"),
             "qwenserve: warning: --ctx-size 9 exceeds 8");
+  EXPECT_EQ(process_log::text_line(process_log::Level::kError, "cannot open x.gguf"), "error: cannot open x.gguf");
 }
 
 TEST(ProcessLog, JsonLineIsOneObjectWithTimeLevelAndMessage) {
@@ -27,6 +28,7 @@ TEST(ProcessLog, JsonLineIsOneObjectWithTimeLevelAndMessage) {
   EXPECT_EQ(parsed["level"], "warning");
   EXPECT_EQ(parsed["message"], "a \"quoted\"\nline");
   EXPECT_EQ(nlohmann::json::parse(process_log::json_line(process_log::Level::kInfo, "x", at))["level"], "info");
+  EXPECT_EQ(nlohmann::json::parse(process_log::json_line(process_log::Level::kError, "x", at))["level"], "error");
 }
 
 TEST(ProcessLog, InvalidUtf8IsReplacedNotThrown) {

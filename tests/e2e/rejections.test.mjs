@@ -52,18 +52,39 @@ async function serveUntilExit(args, { timeoutMs = 30000, shellPrefix } = {}) {
   return { code, signal, stderr, ms: performance.now() - t0 };
 }
 
-function assertStartupError(res, pattern) {
+// The fatal error of a serve that never served, as its "error: MESSAGE" text line: with
+// --log-format json (the default) every stderr line is a JSON object and the error is the one with
+// level "error"; with text it is the plain line.
+function assertStartupError(res, pattern, { logFormat = 'json' } = {}) {
   assert.equal(res.signal, null, `killed by ${res.signal} (hung?); stderr:\n${res.stderr}`);
   assert.equal(res.code, 1, `exit code; stderr:\n${res.stderr}`);
-  assert.match(res.stderr, pattern);
-  assert.doesNotMatch(res.stderr, /draining|serving/, 'nothing was served, so nothing is drained');
-  assert.doesNotMatch(res.stderr, /: Success$/m, 'errno is never reported when it does not apply');
+  let text = res.stderr;
+  if (logFormat === 'json') {
+    const lines = res.stderr.split('\n').filter((l) => l !== '');
+    const objects = lines.map((l) => { try { return JSON.parse(l); } catch { return null; } });
+    assert.deepEqual(lines.filter((_, i) => objects[i] === null), [], 'every stderr line is JSON under --log-format json');
+    const errors = objects.filter((o) => o.level === 'error');
+    assert.equal(errors.length, 1, `one error line: ${res.stderr}`);
+    assert.equal(objects.at(-1), errors[0], 'the error is the last line');
+    assert.match(errors[0].ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    text = objects.map((o) => (o.level === 'error' ? `error: ${o.message}` : `qwenserve: ${o.message}`)).join('\n');
+  }
+  assert.match(text, pattern);
+  assert.doesNotMatch(text, /draining|serving/, 'nothing was served, so nothing is drained');
+  assert.doesNotMatch(text, /: Success$/m, 'errno is never reported when it does not apply');
 }
 
 test('--host 999.1.1.1: "cannot listen ... invalid address", exit 1, no drain', async () => {
   const port = await freePort();
   const res = await serveUntilExit(['--host', '999.1.1.1', '--port', String(port)]);
   assertStartupError(res, new RegExp(`^error: cannot listen on 999\\.1\\.1\\.1:${port}: invalid address$`, 'm'));
+});
+
+test('--log-format text: the fatal error stays one "error: ..." text line', async () => {
+  const port = await freePort();
+  const res = await serveUntilExit(['--host', '999.1.1.1', '--port', String(port), '--log-format', 'text']);
+  assertStartupError(res, new RegExp(`^error: cannot listen on 999\\.1\\.1\\.1:${port}: invalid address$`, 'm'),
+                     { logFormat: 'text' });
 });
 
 test('a port in use: "address already in use", exit 1', async () => {
