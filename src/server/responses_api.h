@@ -47,8 +47,10 @@ nlohmann::json responses_body(const nlohmann::json& chat_completion, const nlohm
 /// (message) response.content_part.added, response.output_text.delta..., response.output_text.done,
 /// response.content_part.done, (function call) response.function_call_arguments.delta...,
 /// response.function_call_arguments.done, then response.output_item.done; finally
-/// response.completed (or response.incomplete). A chat error event becomes `error` then
-/// response.failed. Keep-alive comments pass through.
+/// response.completed (or response.incomplete). A chat error event (a timeout, an engine error)
+/// first closes the open item as "incomplete" with what was streamed of it, then becomes `error`,
+/// then response.failed (its output keeps that item, its usage the tokens generated). Keep-alive
+/// comments pass through.
 class ResponsesStreamTranslator {
  public:
   ResponsesStreamTranslator(std::string id, std::string model, int64_t created_at, nlohmann::json echo);

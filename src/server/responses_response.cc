@@ -133,7 +133,10 @@ std::string ResponsesStreamTranslator::on_chunk(const json& chunk) {
     error_ = {{"code", e.value("code", json()).is_null() ? json(e.value("type", "server_error")) : e["code"]},
               {"message", e.value("message", "")}};
     failed_ = true;
-    return event({{"type", "error"}, {"code", error_["code"]}, {"message", error_["message"]}, {"param", nullptr}});
+    // The item the reply was cut in ends "incomplete" with what was streamed of it, and stays in
+    // the failed response's output (a timeout keeps its text, as a max_output_tokens cut does).
+    std::string out = close_item("incomplete");
+    return out + event({{"type", "error"}, {"code", error_["code"]}, {"message", error_["message"]}, {"param", nullptr}});
   }
   if (chunk.contains("usage") && chunk["usage"].is_object()) usage_ = chunk["usage"];
   if (!chunk.contains("choices") || chunk["choices"].empty()) return {};
@@ -179,6 +182,7 @@ std::string ResponsesStreamTranslator::finish() {
   if (failed_) {
     json r = response_object("failed");
     r["error"] = error_;
+    if (usage_.is_object()) r["usage"] = responses_usage(usage_);
     return event({{"type", "response.failed"}, {"response", r}});
   }
   const bool incomplete = finish_reason_ == "length";

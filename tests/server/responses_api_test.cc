@@ -248,6 +248,29 @@ TEST(ResponsesStream, ChatErrorBecomesErrorThenFailed) {
   EXPECT_EQ(events.back()["response"]["error"]["message"], "boom");
 }
 
+TEST(ResponsesStream, ErrorMidReplyKeepsTheStreamedTextAsAnIncompleteItem) {
+  ResponsesStreamTranslator t("chatcmpl-abc", "served", 1, json::object());
+  std::string sse = t.translate(chunk({{"role", "assistant"}, {"content", ""}}));
+  sse += t.translate(chunk({{"content", "Hel"}}));
+  sse += t.translate("data: {\"error\": {\"message\": \"timed out\", \"type\": \"timeout\", \"code\": \"request_timeout\"}}\n\n" +
+                     kUsage + "data: [DONE]\n\n");
+  std::vector<std::string> names;
+  const std::vector<json> events = parse_events(sse, &names);
+  const std::vector<std::string> expected = {
+      "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+      "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+      "response.output_item.done", "error", "response.failed"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(events[7]["item"]["status"], "incomplete");
+  const json& failed = events.back()["response"];
+  EXPECT_EQ(failed["status"], "failed");
+  EXPECT_EQ(failed["error"]["code"], "request_timeout");
+  ASSERT_EQ(failed["output"].size(), 1u);
+  EXPECT_EQ(failed["output"][0]["status"], "incomplete");
+  EXPECT_EQ(failed["output"][0]["content"][0]["text"], "Hel");
+  EXPECT_EQ(failed["usage"]["output_tokens"], 2);
+}
+
 TEST(ResponsesStream, ReplyCutAtMaxOutputTokensEndsIncompleteWithItsText) {
   ResponsesStreamTranslator t("chatcmpl-abc", "served", 1, json::object());
   std::string sse = t.translate(chunk({{"role", "assistant"}, {"content", ""}}));
