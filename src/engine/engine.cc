@@ -353,7 +353,14 @@ void Engine::loop() {
     sequences_.push_back(std::move(seq));
   }
   incoming_.clear();
-  for (auto& seq : sequences_) finish(*seq, "cancelled", "shutdown");
+  // Cut by the stop, not finished: an error (503) rather than a finish_reason no API defines, so
+  // that an OpenAI or Anthropic client retries it (on another replica) instead of taking a partial
+  // reply for a whole one.
+  for (auto& seq : sequences_) {
+    fail(*seq, EngineErrorCode::kAborted,
+         "the server shut down before this generation finished (" + std::to_string(seq->n_output()) +
+             " tokens generated); retry the request");
+  }
   sequences_.clear();
   publish_stats();
 }

@@ -139,7 +139,7 @@ class Engine {
   /// try_submit, with a rejection delivered as a kError event on the returned stream.
   std::shared_ptr<RequestStream> submit(EngineRequest request);
 
-  /// Stops the engine thread; running and waiting requests finish with "cancelled".
+  /// Stops the engine thread; running and waiting requests end with a kAborted error.
   void shutdown();
 
   /// Published after every step (and on submission for `waiting`).

@@ -46,7 +46,8 @@ enum class EngineErrorCode {
   kQueueFull,     // --max-queue requests already wait (429)
   kQueueTimeout,  // waited longer than --max-queue-wait to start (429)
   kTimeout,       // the request's timeout passed (408)
-  kShuttingDown,  // the engine is stopping (503)
+  kShuttingDown,  // the engine is stopping: not admitted (503)
+  kAborted,       // admitted, then cut when the engine stopped (503: the client may retry elsewhere)
   kInternal,      // a failed step (500)
 };
 

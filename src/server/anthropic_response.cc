@@ -95,7 +95,11 @@ std::string AnthropicStreamTranslator::close_block() {
 std::string AnthropicStreamTranslator::on_chunk(const json& chunk) {
   if (chunk.contains("error")) {
     finished_ = true;
-    const std::string type = chunk["error"].value("type", "") == "timeout" ? "timeout_error" : "api_error";
+    // Anthropic's error types for the chat error's type (anthropic_error_json does so by status).
+    const std::string chat_type = chunk["error"].value("type", "");
+    const std::string type = chat_type == "timeout"               ? "timeout_error"
+                             : chat_type == "service_unavailable" ? "overloaded_error"
+                                                                  : "api_error";
     return sse_event({{"type", "error"}, {"error", {{"type", type}, {"message", chunk["error"].value("message", "")}}}});
   }
   if (chunk.contains("usage") && chunk["usage"].is_object()) output_tokens_ = chunk["usage"].value("completion_tokens", 0);

@@ -93,18 +93,6 @@ void finish_record(const GenerationJob& job, metrics::ServerMetrics& metrics,
   }
 }
 
-ApiError engine_api_error(EngineErrorCode code, const std::string& message) {
-  const int status = http_status_for(code);
-  switch (code) {
-    case EngineErrorCode::kQueueFull: return ApiError(status, message, "", "rate_limit_error", "queue_full");
-    case EngineErrorCode::kQueueTimeout: return ApiError(status, message, "", "rate_limit_error", "queue_timeout");
-    case EngineErrorCode::kShuttingDown: return ApiError(status, message, "", "service_unavailable", "draining");
-    case EngineErrorCode::kTimeout: return ApiError(status, message, "timeout", "timeout", "request_timeout");
-    case EngineErrorCode::kInvalid: return ApiError(status, message, "max_tokens", "invalid_request_error", "context_length_exceeded");
-    default: return ApiError(status, message, "", "server_error");
-  }
-}
-
 bool is_admission_rejection(EngineErrorCode code) {
   return code == EngineErrorCode::kQueueFull || code == EngineErrorCode::kQueueTimeout ||
          code == EngineErrorCode::kShuttingDown;
@@ -136,8 +124,22 @@ int http_status_for(EngineErrorCode code) {
     case EngineErrorCode::kQueueFull:
     case EngineErrorCode::kQueueTimeout: return 429;
     case EngineErrorCode::kTimeout: return 408;
-    case EngineErrorCode::kShuttingDown: return 503;
+    case EngineErrorCode::kShuttingDown:
+    case EngineErrorCode::kAborted: return 503;
     default: return 500;
+  }
+}
+
+ApiError engine_api_error(EngineErrorCode code, const std::string& message) {
+  const int status = http_status_for(code);
+  switch (code) {
+    case EngineErrorCode::kQueueFull: return ApiError(status, message, "", "rate_limit_error", "queue_full");
+    case EngineErrorCode::kQueueTimeout: return ApiError(status, message, "", "rate_limit_error", "queue_timeout");
+    case EngineErrorCode::kShuttingDown: return ApiError(status, message, "", "service_unavailable", "draining");
+    case EngineErrorCode::kAborted: return ApiError(status, message, "", "service_unavailable", "server_shutdown");
+    case EngineErrorCode::kTimeout: return ApiError(status, message, "timeout", "timeout", "request_timeout");
+    case EngineErrorCode::kInvalid: return ApiError(status, message, "max_tokens", "invalid_request_error", "context_length_exceeded");
+    default: return ApiError(status, message, "", "server_error");
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/api_error.h"
 #include "metrics/server_metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -62,8 +63,13 @@ struct GenerationJob {
 using ChunkWriter = std::function<bool(const std::string& bytes)>;
 
 /// HTTP status for an engine error: kInvalid 400, kQueueFull / kQueueTimeout 429, kTimeout 408,
-/// kShuttingDown 503, anything else 500.
+/// kShuttingDown and kAborted 503, anything else 500.
 int http_status_for(EngineErrorCode code);
+
+/// The API error of an engine failure `code` with `message`: its status (http_status_for), OpenAI
+/// type and code (queue_full, queue_timeout, draining, request_timeout, server_shutdown,
+/// context_length_exceeded; else server_error without a code). Streams send the same fields.
+ApiError engine_api_error(EngineErrorCode code, const std::string& message);
 
 /// Submits every choice. When the engine turns one away (can never fit, queue full, shutting
 /// down) the others are cancelled, a 429/503 is counted in admission_rejections_total, and

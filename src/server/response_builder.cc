@@ -4,6 +4,7 @@
 
 #include "chat/output_parser.h"
 #include "chat/tool_call_stream.h"
+#include "server/generation_job.h"
 
 namespace qs {
 namespace {
@@ -188,9 +189,10 @@ std::string StreamEncoder::role_chunks() {
 std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, const ChoiceState& state) {
   std::string out;
   if (event.kind == EngineEvent::Kind::kError) {
-    const bool timeout = event.error_code == EngineErrorCode::kTimeout;
-    return sse_data({{"error", {{"message", event.error}, {"type", timeout ? "timeout" : "server_error"},
-                                {"param", nullptr}, {"code", timeout ? json("request_timeout") : json(nullptr)}}}});
+    // The fields the same failure has in a non-streaming error body (engine_api_error).
+    const ApiError error = engine_api_error(event.error_code, event.error);
+    return sse_data({{"error", {{"message", event.error}, {"type", error.type()}, {"param", nullptr},
+                                {"code", error.code().empty() ? json(nullptr) : json(error.code())}}}});
   }
   const bool finished = event.kind == EngineEvent::Kind::kFinished;
   if (job_.api == GenerationJob::Api::kCompletion) {

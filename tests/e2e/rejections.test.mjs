@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import OpenAI from 'openai';
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 import { QS_BIN, startServer, makeTinyModel, freePort, cleanWorkDir } from './server_harness.mjs';
 
 const SERVED = 'tiny-rej';
@@ -141,6 +142,46 @@ test('HTTP worker threads that cannot be created: exit 1 with a message, not an 
   const res = await serveUntilExit(['--port', String(await freePort()), '--max-queue', '900', '--kv-cache-memory', '64MiB'],
     { shellPrefix: 'ulimit -s 8192 && ulimit -v 2500000' });
   assertStartupError(res, /^error: cannot start 948 HTTP worker threads \(\d+ started\): /m);
+});
+
+test('a generation cut by the shutdown grace is a retryable 503 / error event on every route, never a normal finish', async () => {
+  const cut = await startServer(['--shutdown-grace', '0.5', '--ctx-size', '4096', '--max-num-seqs', '4', '--log-format', 'json',
+    '--no-output-guard']);
+  const long = { max_tokens: 4000, ignore_eos: true, temperature: 0 };
+  const user = [{ role: 'user', content: 'Keep talking.' }];
+  const requests = [
+    cut.post('/v1/chat/completions', { ...long, messages: user }),
+    cut.stream('/v1/chat/completions', { ...long, messages: user, stream: true }),
+    cut.post('/v1/messages', { ...long, messages: user }),
+    cut.stream('/v1/responses', { ...long, max_output_tokens: 4000, max_tokens: undefined, input: 'Keep talking.', stream: true }),
+  ];
+  await sleep(300);  // all four are generating
+  cut.proc.kill('SIGTERM');
+  const [chat, chatStream, messages, responses] = await Promise.all(requests);
+  const exit = await cut.stop();
+  assert.deepEqual(exit, { code: 0, signal: null }, cut.stderr.slice(-2000));
+  // Non-streaming: a 503 in the route's error shape (clients retry a 503), not a 200 with a cut reply.
+  assert.equal(chat.status, 503, chat.text);
+  assert.equal(chat.json.error.code, 'server_shutdown', chat.text);
+  assert.equal(messages.status, 503, messages.text);
+  assert.equal(messages.json.type, 'error', messages.text);
+  assert.equal(messages.json.error.type, 'overloaded_error', messages.text);
+  // Streaming: the tokens already sent stay sent; the stream then ends with an error, not a finish.
+  assert.ok(chatStream.events.some((e) => e.json?.choices?.[0]?.delta?.content), 'tokens were streamed first');
+  assert.ok(!chatStream.events.some((e) => e.json?.choices?.[0]?.finish_reason), 'no finish_reason');
+  assert.equal(chatStream.events.find((e) => e.json?.error)?.json.error.code, 'server_shutdown');
+  const types = responses.events.map((e) => e.json?.type).filter(Boolean);
+  assert.ok(!types.includes('response.completed'), types.join(' '));
+  assert.equal(types.at(-1), 'response.failed', types.join(' '));
+  assert.equal(responses.events.at(-1).json.response.error.code, 'server_shutdown');
+  // The log lines say the same: an error (status 503 where no 200 was sent), not a finish.
+  const records = cut.logRecords().filter((r) => /shut down before this generation finished/.test(r.error ?? ''));
+  assert.equal(records.length, 4, cut.stderr.slice(-3000));
+  for (const r of records) {
+    assert.equal(r.finish_reason, 'error', JSON.stringify(r));
+    assert.ok(r.completion_tokens > 0, JSON.stringify(r));
+  }
+  assert.deepEqual(records.map((r) => r.status).sort(), [200, 200, 503, 503], 'the two streams had sent their 200');
 });
 
 test('unknown model: 404 model_not_found naming it, on both generation routes and through the client', async () => {

@@ -192,6 +192,32 @@ TEST_F(EngineFixture, QueueLimitRejectsImmediatelyWithoutDisturbingAdmitted) {
   }
 }
 
+// A generation cut by shutdown() ends with an error (kAborted, the 503 a client retries), not a
+// finish: a partial reply must not look like a whole one. Its tokens so far are still counted.
+TEST_F(EngineFixture, ShutdownEndsRunningGenerationsWithAbortedError) {
+  EngineOptions options = engine_options(1, 32);
+  options.guard.enabled = false;
+  Engine engine(*backend, tokenizer, options);
+  std::shared_ptr<RequestStream> running = engine.submit(greedy_request({1, 2, 3}, 240));
+  std::shared_ptr<RequestStream> waiting = engine.submit(greedy_request({4, 5, 6}, 10));
+  EngineEvent event;
+  int64_t streamed = 0;
+  while (streamed < 3 && running->pop(event, std::chrono::seconds(10))) {
+    ASSERT_EQ(event.kind, EngineEvent::Kind::kDelta) << event.error;
+    streamed += static_cast<int64_t>(event.token_ids.size());
+  }
+  ASSERT_GE(streamed, 3);
+  engine.shutdown();
+  const Collected c = collect(*running);
+  EXPECT_TRUE(c.ended);
+  EXPECT_EQ(c.error_code, EngineErrorCode::kAborted) << c.error;
+  EXPECT_NE(c.error.find("shut down"), std::string::npos) << c.error;
+  EXPECT_EQ(c.finish_reason, "");
+  const Collected w = collect(*waiting);
+  EXPECT_TRUE(w.ended);
+  EXPECT_EQ(w.error_code, EngineErrorCode::kAborted) << w.error;
+}
+
 TEST_F(EngineFixture, QueueSlotsAreReservedBeforeSubmissionAndReleasedWhenUnused) {
   EngineOptions options = engine_options(1, 32);
   options.max_queue = 2;

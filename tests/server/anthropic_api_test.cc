@@ -224,6 +224,25 @@ TEST(AnthropicStream, ChatErrorBecomesAnErrorEventThatEndsTheStream) {
   const std::vector<std::string> names = event_names(sse, &p);
   EXPECT_EQ(names.back(), "error");
   EXPECT_EQ(p.back()["error"]["message"], "boom");
+  EXPECT_EQ(p.back()["error"]["type"], "api_error");
+}
+
+// Anthropic's error types (docs.anthropic.com, "Errors"): 503-class overload is overloaded_error,
+// a timeout timeout_error; the stream's error event uses the same names as the error bodies.
+TEST(AnthropicStream, ErrorEventTypesFollowAnthropicsNames) {
+  for (const auto& [chat_type, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"service_unavailable", "overloaded_error"}, {"timeout", "timeout_error"}, {"server_error", "api_error"}}) {
+    AnthropicStreamTranslator t("chatcmpl-abc", "served", 5, {});
+    std::string sse = t.translate(chunk({{"content", "x"}}));
+    sse += t.translate("data: {\"error\": {\"message\": \"m\", \"type\": \"" + chat_type + "\"}}\n\n" + kEnd);
+    std::vector<json> p;
+    event_names(sse, &p);
+    EXPECT_EQ(p.back()["error"]["type"], expected) << chat_type;
+    EXPECT_EQ(anthropic_error_json(ApiError(chat_type == "timeout" ? 408 : chat_type == "service_unavailable" ? 503 : 500, "m"))
+                  ["error"]["type"],
+              expected)
+        << "the non-streaming body names it the same way";
+  }
 }
 
 }  // namespace
