@@ -11,6 +11,10 @@ namespace {
 
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
+// Whitespace before an opening <think> is dropped only up to this many bytes (Qwen3 opens its
+// reasoning at once): a stream must hold leading whitespace until it knows, and an output of
+// whitespace alone would otherwise be held to its end (no TTFT, one chunk at the end).
+constexpr size_t kMaxDroppedLeadingSpaces = 4;
 constexpr std::string_view kCallOpen = "<tool_call>";
 constexpr std::string_view kCallClose = "</tool_call>";
 
@@ -103,7 +107,7 @@ ReasoningSplit split_reasoning(std::string_view text, bool think_opened_in_promp
     const size_t open = text.find(kThinkOpen);
     const size_t close = text.find(kThinkClose);
     if (open != std::string_view::npos && (close == std::string_view::npos || open < close)) {
-      if (leading_spaces(text) < open) prefix = text.substr(0, open);
+      if (leading_spaces(text) < open || open > kMaxDroppedLeadingSpaces) prefix = text.substr(0, open);
       start = open + kThinkOpen.size();
     } else if (close == std::string_view::npos) {
       out.content = std::string(text);
@@ -162,6 +166,10 @@ bool ReasoningStreamSplitter::step(ReasoningDelta& out) {
 bool ReasoningStreamSplitter::step_detect() {
   const size_t spaces = leading_spaces(pending_);
   const std::string_view rest = std::string_view(pending_).substr(spaces);
+  if (spaces > kMaxDroppedLeadingSpaces) {  // too much to drop: content (still watched for tags)
+    state_ = State::kPreContent;
+    return true;
+  }
   if (rest.substr(0, kThinkOpen.size()) == kThinkOpen) {
     pending_.erase(0, spaces + kThinkOpen.size());
     state_ = State::kReasoning;

@@ -20,7 +20,7 @@ struct ReasoningSplit {
 
 /// Splits generated text into reasoning and content.
 ///  - "<think>\nR\n</think>\n\nC" gives reasoning "R", content "C" (whitespace before <think> is
-///    dropped; other text before it stays content).
+///    dropped, up to 4 bytes of it; other text before it, or more whitespace, stays content).
 ///  - "R\n</think>\n\nC" (the prompt already opened <think>) gives the same.
 ///  - "<think>\nR" (cut off while thinking) gives reasoning "R", content "".
 ///  - Text without tags is all content, unless `think_opened_in_prompt`, in which case text up to

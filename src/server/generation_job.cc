@@ -1,5 +1,6 @@
 #include "server/generation_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -297,6 +298,10 @@ void stream_generation(GenerationJob job, std::vector<ChoiceState> choices, cons
     finish_record(job, metrics, record);
     return;
   }
+  // Text held back to the end (a partial stop string or tag that never completed) reaches the
+  // client in the final chunks: that is when its first token arrives.
+  const bool generated = std::any_of(choices.begin(), choices.end(), [](const ChoiceState& c) { return c.completion_tokens > 0; });
+  if (!latency.first_token && generated) latency.token_written(SteadyClock::now());
   metrics::RequestRecord record = make_record(job, choices, latency, 200);
   const nlohmann::json timings = timings_json(record);
   write(encoder.final_chunks(choices, job.include_timings ? &timings : nullptr));

@@ -37,6 +37,10 @@ const SplitCase kSplitCases[] = {
     {"", true, "", "", true},
     {"<thinking>not a tag</thinking>", false, "", "<thinking>not a tag</thinking>", false},
     {"<think>\n思考 🤔\n</think>\n\n答案", false, "思考 🤔", "答案", true},
+    // Whitespace before <think> is dropped up to 4 bytes; more of it is content.
+    {"\n\n\n\n<think>r</think>c", false, "r", "c", true},
+    {"\n\n\n\n\n<think>r</think>c", false, "r", "\n\n\n\n\nc", true},
+    {"\n\n\n\n\n\n\n\n", false, "", "\n\n\n\n\n\n\n\n", false},
 };
 
 TEST(ChatOutputParser, SplitReasoning) {
@@ -98,6 +102,19 @@ TEST(ChatOutputParser, StreamingHoldsBackOnlyPartialTags) {
   EXPECT_EQ(d.content, " </think> <think> literal");
   d = splitter.flush();
   EXPECT_EQ(d.content, "");
+}
+
+// An output of whitespace alone streams once it is too long to be dropped before a <think>
+// (it was held to the end: the client saw every token in the last chunk).
+TEST(ChatOutputParser, StreamingReleasesLongLeadingWhitespace) {
+  ReasoningStreamSplitter splitter;
+  std::string seen;
+  for (int i = 0; i < 4; ++i) seen += splitter.push("\n").content;
+  EXPECT_EQ(seen, "") << "4 newlines may still precede <think>";
+  seen += splitter.push("\n").content;
+  EXPECT_EQ(seen, std::string(5, '\n'));
+  EXPECT_EQ(splitter.push("\n").content, "\n");
+  EXPECT_FALSE(splitter.has_reasoning());
 }
 
 TEST(ChatOutputParser, StreamingPlainContentPassesThrough) {
