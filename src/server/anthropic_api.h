@@ -38,7 +38,9 @@ std::string anthropic_stop_reason(const std::string& finish_reason, const std::s
 /// The `message` object for a chat.completion body (choice 0): content blocks (text when there
 /// is text or no tool call, then one tool_use block per call with `input` the parsed arguments),
 /// stop_reason, stop_sequence (the matching stop sequence when exactly one was given, else
-/// null), usage {input_tokens, output_tokens, cache_read_input_tokens}.
+/// null), usage {input_tokens (the prompt tokens not read from the prefix cache), output_tokens,
+/// cache_creation_input_tokens 0, cache_read_input_tokens}: Anthropic's split, whose sum is the
+/// whole input (what count_tokens answers).
 nlohmann::json anthropic_body(const nlohmann::json& chat_completion, const std::vector<std::string>& stop_sequences);
 
 /// The Messages id of the chat completion `chat_id`: "chatcmpl-XXXX" -> "msg_XXXX".
@@ -59,7 +61,8 @@ nlohmann::json anthropic_error_json(const ApiError& error);
 /// Turns the chat.completion.chunk SSE stream of one request into the Messages event stream
 /// ("event: <type>\ndata: {...}\n\n"): message_start, ping, per content block
 /// content_block_start, content_block_delta (text_delta / input_json_delta)...,
-/// content_block_stop, then message_delta (stop_reason, stop_sequence, usage.output_tokens) and
+/// content_block_stop, then message_delta (stop_reason, stop_sequence, usage: output_tokens and the
+/// final input split as in anthropic_body; message_start had the whole prompt as input_tokens) and
 /// message_stop. Keep-alive comments become `ping` events; a chat error event becomes an `error`
 /// event that ends the stream.
 class AnthropicStreamTranslator {
@@ -81,6 +84,7 @@ class AnthropicStreamTranslator {
   std::string block_type_;  // "text" or "tool_use"
   std::string finish_reason_, stop_cause_;
   int64_t output_tokens_ = 0;
+  int64_t cached_tokens_ = 0;  // prompt tokens read from the prefix cache (the usage chunk's)
 };
 
 }  // namespace qs

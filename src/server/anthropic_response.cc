@@ -61,7 +61,10 @@ json anthropic_body(const json& chat, const std::vector<std::string>& stop_seque
           {"content", content},
           {"stop_reason", stop_reason},
           {"stop_sequence", stop_sequence_for(stop_reason, stop_sequences)},
-          {"usage", {{"input_tokens", usage.value("prompt_tokens", 0)}, {"output_tokens", usage.value("completion_tokens", 0)},
+          // Anthropic's input_tokens leaves out the cache reads (the request's input is input_tokens +
+          // cache_creation_input_tokens + cache_read_input_tokens); the prefix cache creates
+          // nothing a client pays for.
+          {"usage", {{"input_tokens", usage.value("prompt_tokens", int64_t{0}) - cached}, {"output_tokens", usage.value("completion_tokens", 0)},
                      {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", cached}}}};
 }
 
@@ -102,7 +105,14 @@ std::string AnthropicStreamTranslator::on_chunk(const json& chunk) {
                                                                   : "api_error";
     return sse_event({{"type", "error"}, {"error", {{"type", type}, {"message", chunk["error"].value("message", "")}}}});
   }
-  if (chunk.contains("usage") && chunk["usage"].is_object()) output_tokens_ = chunk["usage"].value("completion_tokens", 0);
+  if (chunk.contains("usage") && chunk["usage"].is_object()) {
+    const json& usage = chunk["usage"];
+    output_tokens_ = usage.value("completion_tokens", 0);
+    input_tokens_ = usage.value("prompt_tokens", input_tokens_);
+    if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object()) {
+      cached_tokens_ = usage["prompt_tokens_details"].value("cached_tokens", int64_t{0});
+    }
+  }
   if (!chunk.contains("choices") || chunk["choices"].empty()) return {};
   const json& choice = chunk["choices"][0];
   const json& delta = choice.value("delta", json::object());
@@ -147,7 +157,8 @@ std::string AnthropicStreamTranslator::translate(const std::string& chat_sse) {
     out += sse_event({{"type", "message_start"},
                       {"message", {{"id", message_id(id_)}, {"type", "message"}, {"role", "assistant"}, {"model", model_},
                                    {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr},
-                                   {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", 0}}}}}});
+                                   {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", 0},
+                                              {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 0}}}}}});
     out += sse_event({{"type", "ping"}});
   }
   size_t pos = 0;
@@ -168,7 +179,10 @@ std::string AnthropicStreamTranslator::translate(const std::string& chat_sse) {
       const std::string stop_reason = anthropic_stop_reason(finish_reason_, stop_cause_);
       out += sse_event({{"type", "message_delta"},
                         {"delta", {{"stop_reason", stop_reason}, {"stop_sequence", stop_sequence_for(stop_reason, stop_sequences_)}}},
-                        {"usage", {{"output_tokens", output_tokens_}}}});
+                        // The final split of the input (cache reads are known once the prompt ran),
+                        // which the SDKs' message_delta handling copies into the message.
+                        {"usage", {{"output_tokens", output_tokens_}, {"input_tokens", input_tokens_ - cached_tokens_},
+                                   {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", cached_tokens_}}}});
       out += sse_event({{"type", "message_stop"}});
     } else if (block.rfind("data: ", 0) == 0) {
       out += on_chunk(json::parse(block.substr(6), nullptr, false));

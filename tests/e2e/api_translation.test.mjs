@@ -222,7 +222,10 @@ test('messages.create: text answer equals the chat completion; stream follows th
   assert.equal(m.role, 'assistant');
   assert.equal(m.content[0].type, 'text');
   assert.equal(m.content[0].text, ref.choices[0].message.content);
-  assert.equal(m.usage.input_tokens, ref.usage.prompt_tokens);
+  // Anthropic's split: input_tokens + cache_creation_input_tokens + cache_read_input_tokens is the
+  // whole prompt (the prompt caching docs); the chat reference ran the same prompt first.
+  assert.equal(m.usage.input_tokens + m.usage.cache_creation_input_tokens + m.usage.cache_read_input_tokens,
+               ref.usage.prompt_tokens);
   assert.equal(m.usage.output_tokens, ref.usage.completion_tokens);
   assert.equal(m.stop_reason, ref.choices[0].finish_reason === 'length' ? 'max_tokens' : 'end_turn');
 
@@ -274,7 +277,7 @@ test('messages: tool_use / tool_result round trip renders like the chat request;
       { role: 'assistant', content: '', tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
       { role: 'tool', tool_call_id: 'toolu_1', content: 'sunny, 21 C' }],
   });
-  assert.equal(m.usage.input_tokens, ref.usage.prompt_tokens, 'same prompt as the chat request');
+  assert.equal(m.usage.input_tokens + m.usage.cache_read_input_tokens, ref.usage.prompt_tokens, 'same prompt as the chat request');
   const events = [];
   for await (const ev of await anthropic.messages.create({ model: SERVED, max_tokens: 4, tools, stream: true, messages: [{ role: 'user', content: 'Weather?' }] })) events.push(ev);
   checkMessagesOrder(events);
@@ -321,7 +324,16 @@ test('messages.countTokens: input_tokens equals what messages.create bills for t
     const count = await anthropic.messages.countTokens(body);
     assert.deepEqual(Object.keys(count), ['input_tokens']);
     const m = await anthropic.messages.create({ ...body, max_tokens: 1 });
-    assert.equal(count.input_tokens, m.usage.input_tokens, JSON.stringify(body));
+    const u = m.usage;
+    assert.equal(count.input_tokens, u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens, JSON.stringify(body));
+    // The same body again reads its prompt from the prefix cache: input_tokens leaves those out.
+    const again = (await anthropic.messages.create({ ...body, max_tokens: 1 })).usage;
+    assert.ok(again.cache_read_input_tokens > 0, JSON.stringify(again));
+    assert.equal(again.input_tokens + again.cache_read_input_tokens, count.input_tokens, JSON.stringify(again));
+    // Streamed: the SDK's final message takes message_delta's split.
+    const streamed = await anthropic.messages.stream({ ...body, max_tokens: 1 }).finalMessage();
+    assert.equal(streamed.usage.input_tokens + streamed.usage.cache_read_input_tokens, count.input_tokens, JSON.stringify(streamed.usage));
+    assert.ok(streamed.usage.cache_read_input_tokens > 0, JSON.stringify(streamed.usage));
   }
   const h = { headers: { 'x-api-key': API_KEY } };
   for (const [body, status, type] of [

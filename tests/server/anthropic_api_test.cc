@@ -180,6 +180,33 @@ std::string chunk(const json& delta, const json& finish = nullptr, const char* s
 const std::string kEnd = "data: " + json({{"choices", json::array()}, {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 3}}}}).dump() +
                          "\n\ndata: [DONE]\n\n";
 
+// Anthropic's usage (docs.anthropic.com, "Prompt caching"): the request's input is input_tokens +
+// cache_creation_input_tokens + cache_read_input_tokens, so cached prompt tokens are not in
+// input_tokens.
+TEST(AnthropicBody, CachedPromptTokensAreCacheReadsNotInputTokens) {
+  json chat = chat_completion(R"("x")", "stop", "stop_token");
+  chat["usage"]["prompt_tokens_details"] = {{"cached_tokens", 6}};
+  const json u = anthropic_body(chat, {})["usage"];
+  EXPECT_EQ(u["input_tokens"], 4);
+  EXPECT_EQ(u["cache_read_input_tokens"], 6);
+  EXPECT_EQ(u["cache_creation_input_tokens"], 0);
+}
+
+TEST(AnthropicStream, MessageDeltaCarriesTheFinalInputSplit) {
+  AnthropicStreamTranslator t("chatcmpl-abc", "served", 10, {});
+  std::string sse = t.translate(chunk({{"content", "x"}}));
+  sse += t.translate("data: " + json({{"choices", json::array()}, {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 1},
+                                      {"prompt_tokens_details", {{"cached_tokens", 6}}}}}}).dump() + "\n\ndata: [DONE]\n\n");
+  std::vector<json> p;
+  const std::vector<std::string> names = event_names(sse, &p);
+  EXPECT_EQ(p[0]["message"]["usage"]["input_tokens"], 10) << "message_start: the whole prompt, its split not yet known";
+  ASSERT_EQ(names[names.size() - 2], "message_delta");
+  const json& u = p[p.size() - 2]["usage"];
+  EXPECT_EQ(u["input_tokens"], 4);
+  EXPECT_EQ(u["cache_read_input_tokens"], 6);
+  EXPECT_EQ(u["output_tokens"], 1);
+}
+
 TEST(AnthropicStream, TextThenToolUseFollowsTheDocumentedSequence) {
   AnthropicStreamTranslator t("chatcmpl-abc", "served", 5, {});
   std::string sse = t.translate(chunk({{"role", "assistant"}, {"content", ""}}));
