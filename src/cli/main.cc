@@ -45,6 +45,21 @@ int report_error(const char* message) {
   return 1;
 }
 
+// CLI11 gives an option the next argument as its value even when that argument is another option
+// ("--served-model-name --port 8000" named the model "--port" and left the port at its default).
+// The first such value found, as "OPTION VALUE", or "".
+std::string value_that_is_an_option(const CLI::App& sub) {
+  for (const CLI::Option* option : sub.get_options()) {
+    for (const std::string& value : option->results()) {
+      if (value.size() < 2 || value[0] != '-') continue;
+      if (sub.get_option_no_throw(value.substr(0, value.find('='))) != nullptr) {
+        return option->get_name() + " " + value;
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,7 +90,13 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, run] : commands) {
-      if (sub->parsed()) return run();
+      if (!sub->parsed()) continue;
+      if (const std::string taken = value_that_is_an_option(*sub); !taken.empty()) {
+        const std::string flag = taken.substr(0, taken.find(' '));
+        return report_error((flag + " is missing its value: it took the option '" + taken.substr(taken.find(' ') + 1) +
+                             "' as one").c_str());
+      }
+      return run();
     }
   } catch (const std::exception& e) {  // qs::Error and anything else
     return report_error(e.what());

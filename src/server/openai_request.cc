@@ -291,9 +291,12 @@ json parse_json_limited(std::string_view body) {
                    "invalid_request_error", "json_too_deep");
   } catch (const json::exception& e) {
     // The parser's message quotes the bytes it last read, which may be invalid UTF-8 (a message
-    // that would not serialise as JSON): ill-formed sequences become U+FFFD.
-    throw ApiError(400, "malformed JSON body: " + tokenizer_detail::utf8_lossy(e.what()), "",
-                   "invalid_request_error", "invalid_json");
+    // that would not serialise as JSON): ill-formed sequences become U+FFFD. Its
+    // "[json.exception.parse_error.101] " prefix names the library's internals: left out.
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what.erase(0, what.find("] ") + 2);
+    throw ApiError(400, "malformed JSON body: " + tokenizer_detail::utf8_lossy(what), "", "invalid_request_error",
+                   "invalid_json");
   }
 }
 

@@ -301,8 +301,9 @@ test('X-Request-Id: echoed as x-request-id and logged as request_id; an unusable
     ['POST', '/v1/chat/completions', '{"messages": [', 400],
     ['POST', '/v1/messages', '{"max_tokens": "two"}', 400],
     ['GET', '/v1/chat/completions', undefined, 405],
+    ['GET', '/v1/messages/nope', undefined, 404, 'not_found_error'],  // logged as the client saw it
   ];
-  for (const [i, [method, route, rawBody, status]] of cases.entries()) {
+  for (const [i, [method, route, rawBody, status, errorType]] of cases.entries()) {
     const id = `rejected-${i}`;
     const r = await small.request(method, route, { rawBody, headers: { 'X-Request-Id': id, 'Content-Type': 'application/json' } });
     assert.equal(r.status, status, `${method} ${route}: ${r.text}`);
@@ -315,6 +316,10 @@ test('X-Request-Id: echoed as x-request-id and logged as request_id; an unusable
     assert.ok(line, `a log line with request_id ${id}`);
     assert.equal(line.status, status);
     assert.equal(line.id, null);
+    if (errorType) {
+      assert.equal(line.error_type, errorType);
+      assert.equal(r.json.error.type, errorType);
+    }
   }
   const health = await small.request('GET', '/health', { headers: { 'X-Request-Id': 'probe-1' } });
   assert.equal(health.headers.get('x-request-id'), 'probe-1');

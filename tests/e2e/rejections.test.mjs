@@ -88,6 +88,14 @@ test('--log-format text: the fatal error stays one "error: ..." text line', asyn
                      { logFormat: 'text' });
 });
 
+test('an option missing its value does not take the next option as one (CLI11 would)', async () => {
+  for (const [option, next] of [['--served-model-name', '--port'], ['--host', '--no-output-guard'], ['--api-key', '--port=8']]) {
+    const res = await serveUntilExit(['--port', String(await freePort()), option, next]);
+    assertStartupError(res, new RegExp(`^error: ${option} is missing its value: it took the option '${next}' as one$`, 'm'),
+                       { logFormat: 'text' });
+  }
+});
+
 test('a port in use: "address already in use", exit 1', async () => {
   const blocker = net.createServer();
   blocker.listen(0, '127.0.0.1');

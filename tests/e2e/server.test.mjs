@@ -738,6 +738,8 @@ test('401 with --api-key on every /v1 route; /health stays open', async () => {
       const res = await auth.request(method, route, { body, headers });
       const e = assertError(res, 401);
       assert.ok(e.type, `${method} ${route} ${JSON.stringify(headers)}`);
+      // RFC 9110 section 11.6.1: a 401 carries WWW-Authenticate with the scheme it wants.
+      assert.equal(res.headers.get('www-authenticate'), 'Bearer');
     }
     const good = await auth.request(method, route, { body, headers: { Authorization: `Bearer ${API_KEY}` } });
     assert.equal(good.status, 200, `${method} ${route} with the key: ${good.text}`);

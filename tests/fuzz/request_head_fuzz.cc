@@ -6,13 +6,16 @@
 // Invariants (RFC 9112 sections 6.1, 6.3 and 7, RFC 9110 sections 8.4, 11.1 and 15.5.12, checked
 // independently here): the function never throws; a request is let through only if every
 // Content-Length is 1..19 ASCII digits, all equal, and at most max_body_bytes, or (without one) its
-// Transfer-Encoding is "chunked" (any case) or, absent, it is not a POST; its Content-Encoding is
+// Transfer-Encoding lines list exactly one coding, "chunked" (any case; "chunked" twice is a 400,
+// any other coding a 501), or, absent, it is not a POST; its Content-Encoding is
 // absent or identity; and a /v1/ path carries the key ("Bearer" in any case, or x-api-key). Every
 // rejection but the 401 closes the connection.
 #include <httplib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "fuzz_support.h"
 #include "server/routes/pre_routing.h"
@@ -34,6 +37,24 @@ std::string folded(std::string v) {
   while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
   return lowered(v);
+}
+
+// The transfer codings of every Transfer-Encoding line as one list (RFC 9110 5.3), each folded,
+// empty elements dropped (RFC 9110 5.6.1).
+std::vector<std::string> codings_of(const httplib::Request& req) {
+  std::string all;
+  for (size_t i = 0; i < req.get_header_value_count("Transfer-Encoding"); ++i) all += req.get_header_value("Transfer-Encoding", i) + ",";
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : all) {
+    if (c != ',') {
+      item += c;
+      continue;
+    }
+    if (!folded(item).empty()) out.push_back(folded(item));
+    item.clear();
+  }
+  return out;
 }
 
 bool all_digits(const std::string& v) {
@@ -88,7 +109,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // RFC 9112 6.1: both framings at once are refused (400, connection closed).
   const bool has_te = req.has_header("Transfer-Encoding");
   const bool both_framings = lengths > 0 && has_te;
-  const bool te_chunked = folded(req.get_header_value("Transfer-Encoding")) == "chunked";
+  const std::vector<std::string> codings = codings_of(req);
+  const bool te_chunked = codings == std::vector<std::string>{"chunked"};
+  // RFC 9112 6.1: chunked applied more than once is malformed (400), another coding unsupported (501).
+  const bool chunked_twice = codings.size() > 1 && std::count(codings.begin(), codings.end(), "chunked") == static_cast<long>(codings.size());
   const std::string coding = folded(req.get_header_value("Content-Encoding"));
   const bool coding_ok = coding.empty() || coding == "identity";
   const bool body_ok = both_framings ? false
@@ -106,10 +130,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(status == 400 || status == 401 || status == 411 || status == 413 || status == 415 || status == 501,
         "unexpected status " + std::to_string(status));
   check(verdict->close_connection == (status != 401), "connection handling differs from the status");
-  if (status == 400) check(!lengths_ok || both_framings, "400 for valid Content-Length headers");
+  if (status == 400) check(!lengths_ok || both_framings || chunked_twice, "400 for valid framing headers");
   if (status == 413) check(lengths_ok && declared > kMaxBody, "413 for a length within the limit");
   if (status == 415) check(!coding_ok, "415 for an identity (or absent) Content-Encoding");
-  if (status == 501) check(has_te && !te_chunked, "501 for a chunked or absent Transfer-Encoding");
+  if (status == 501) check(has_te && !te_chunked && !chunked_twice, "501 for a chunked or absent Transfer-Encoding");
   if (status == 411) check(lengths == 0 && !has_te && req.method == "POST", "411 although the body is delimited");
   if (status == 401) check(body_ok && coding_ok && !auth_ok, "401 for a request that is authorised or malformed");
   return 0;

@@ -82,15 +82,48 @@ TEST(PreRouting, PostWithoutLengthOrChunkingIs411AndCloses) {
   EXPECT_TRUE(rejection->close_connection);
 }
 
+// RFC 9112 section 6.1: chunked is applied at most once; RFC 9110 section 5.3: repeated
+// Transfer-Encoding lines are one list, so two "chunked" lines are "chunked, chunked".
+TEST(PreRouting, ChunkedTwiceOnOneLineOrTwoIs400AndCloses) {
+  const ServerOptions options = options_with_limit(1000);
+  for (const std::vector<std::pair<std::string, std::string>>& headers :
+       std::vector<std::vector<std::pair<std::string, std::string>>>{
+           {{"Transfer-Encoding", "chunked, chunked"}},
+           {{"Transfer-Encoding", "chunked"}, {"Transfer-Encoding", "Chunked"}}}) {
+    EXPECT_FALSE(has_chunked_body(request("POST", "/v1/completions", headers)));
+    const auto rejection = check_request_headers(request("POST", "/v1/completions", headers), options);
+    ASSERT_TRUE(rejection) << headers.size();
+    EXPECT_EQ(rejection->error.status(), 400) << headers.size();
+    EXPECT_EQ(rejection->error.code(), "invalid_transfer_encoding");
+    EXPECT_TRUE(rejection->close_connection);
+  }
+  // A coding on a second line is still another coding: 501.
+  const auto gzip = check_request_headers(
+      request("POST", "/v1/completions", {{"Transfer-Encoding", "chunked"}, {"Transfer-Encoding", "gzip"}}), options);
+  ASSERT_TRUE(gzip);
+  EXPECT_EQ(gzip->error.status(), 501);
+}
+
+TEST(PreRouting, ConflictingContentLengthsNameBothValues) {
+  const auto rejection = check_request_headers(
+      request("POST", "/v1/completions", {{"Content-Length", "59"}, {"Content-Length", "3"}}), options_with_limit(1000));
+  ASSERT_TRUE(rejection);
+  EXPECT_EQ(rejection->error.status(), 400);
+  const std::string message = rejection->error.what();
+  EXPECT_NE(message.find("'59'"), std::string::npos) << message;
+  EXPECT_NE(message.find("'3'"), std::string::npos) << message;
+  EXPECT_NE(message.find("conflicting"), std::string::npos) << message;
+}
+
 // RFC 9112 section 7: transfer-coding names are case-insensitive; section 6.1: a coding the server
 // does not understand is a 501.
 TEST(PreRouting, ChunkedInAnyCaseIsRoutedOtherTransferCodingsAre501AndClose) {
   const ServerOptions options = options_with_limit(1000);
-  for (const char* te : {"chunked", "Chunked", "CHUNKED", " chunked "}) {
+  for (const char* te : {"chunked", "Chunked", "CHUNKED", " chunked ", "chunked, "}) {  // empty elements ignored
     EXPECT_TRUE(has_chunked_body(request("POST", "/v1/completions", {{"Transfer-Encoding", te}}))) << te;
     EXPECT_FALSE(check_request_headers(request("POST", "/v1/completions", {{"Transfer-Encoding", te}}), options)) << te;
   }
-  for (const char* te : {"gzip, chunked", "identity", "gzip", "chunked, chunked", ""}) {
+  for (const char* te : {"gzip, chunked", "identity", "gzip", ""}) {
     const auto rejection = check_request_headers(request("POST", "/v1/completions", {{"Transfer-Encoding", te}}), options);
     ASSERT_TRUE(rejection) << te;
     EXPECT_EQ(rejection->error.status(), 501) << te;

@@ -173,5 +173,18 @@ TEST(RequestExtremes, MalformedJsonWithInvalidUtf8GivesASerialisableError) {
   }
 }
 
+// A client reads where its JSON broke, not the parser library's exception class.
+TEST(RequestExtremes, MalformedJsonMessageSaysWhereWithoutLibraryInternals) {
+  try {
+    parse_json_limited("{\"messages\": [}");
+    ADD_FAILURE() << "parsed";
+  } catch (const ApiError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("malformed JSON body: ", 0), 0u) << message;
+    EXPECT_EQ(message.find("json.exception"), std::string::npos) << message;
+    EXPECT_NE(message.find("line 1, column 15"), std::string::npos) << message;  // the '}' is byte 15
+  }
+}
+
 }  // namespace
 }  // namespace qs

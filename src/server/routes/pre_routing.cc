@@ -1,7 +1,9 @@
 #include "server/routes/pre_routing.h"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
+#include <vector>
 
 #include "server/routes/cors.h"
 
@@ -9,8 +11,9 @@ namespace qs {
 namespace {
 
 // cpp-httplib 0.11 reads Content-Length with strtoull, so "-5" becomes 2^64 - 5 and the request
-// waits for that many bytes until the read timeout, then gets a misleading 413. Returns the
-// offending value, or nullopt when every Content-Length is valid and they agree.
+// waits for that many bytes until the read timeout, then gets a misleading 413. Returns what is
+// wrong (an invalid value, or two that disagree), or nullopt when every Content-Length is valid and
+// they agree.
 std::optional<std::string> invalid_content_length(const httplib::Request& req) {
   const size_t count = req.get_header_value_count("Content-Length");
   std::string first;
@@ -18,10 +21,38 @@ std::optional<std::string> invalid_content_length(const httplib::Request& req) {
     const std::string value = req.get_header_value("Content-Length", i);
     const bool digits = !value.empty() && value.size() <= 19 &&  // < 10^19 fits in 64 bits
                         value.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || (i > 0 && value != first)) return value;
+    if (!digits) {
+      return "invalid Content-Length header '" + value.substr(0, 64) + "': expected one non-negative decimal number of bytes";
+    }
+    if (i > 0 && value != first) {
+      return "conflicting Content-Length headers '" + first + "' and '" + value + "': send one length";
+    }
     if (i == 0) first = value;
   }
   return std::nullopt;
+}
+
+// Every transfer coding of the request, in order, over all its Transfer-Encoding lines (RFC 9110
+// 5.3: repeated lines are one comma-separated list), lowercased and trimmed; empty elements left out.
+std::vector<std::string> transfer_codings(const httplib::Request& req) {
+  std::vector<std::string> codings;
+  const size_t count = req.get_header_value_count("Transfer-Encoding");
+  for (size_t i = 0; i < count; ++i) {
+    const std::string value = req.get_header_value("Transfer-Encoding", i);
+    size_t start = 0;
+    while (start <= value.size()) {
+      size_t end = value.find(',', start);
+      if (end == std::string::npos) end = value.size();
+      std::string coding = value.substr(start, end - start);
+      const size_t b = coding.find_first_not_of(" \t");
+      const size_t e = coding.find_last_not_of(" \t");
+      coding = b == std::string::npos ? std::string() : coding.substr(b, e - b + 1);
+      for (char& c : coding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (!coding.empty()) codings.push_back(coding);  // empty list elements are ignored (RFC 9110 5.6.1)
+      start = end + 1;
+    }
+  }
+  return codings;
 }
 
 HeaderRejection closing(ApiError error) { return {std::move(error), true}; }
@@ -44,7 +75,10 @@ static std::string normalized_header(const httplib::Request& req, const char* na
   return v;
 }
 
-bool has_chunked_body(const httplib::Request& req) { return normalized_header(req, "Transfer-Encoding") == "chunked"; }
+bool has_chunked_body(const httplib::Request& req) {
+  const std::vector<std::string> codings = transfer_codings(req);
+  return codings.size() == 1 && codings[0] == "chunked";
+}
 
 bool body_read_until_close(const httplib::Request& req) {
   const std::string& m = req.method;
@@ -71,10 +105,8 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
     return closing(ApiError(400, "a request may not carry both Content-Length and Transfer-Encoding", "",
                             "invalid_request_error", "invalid_content_length"));
   }
-  if (const std::optional<std::string> length = invalid_content_length(req)) {
-    return closing(ApiError(400, "invalid Content-Length header '" + *length +
-                                     "': expected one non-negative decimal number of bytes",
-                            "", "invalid_request_error", "invalid_content_length"));
+  if (const std::optional<std::string> problem = invalid_content_length(req)) {
+    return closing(ApiError(400, *problem, "", "invalid_request_error", "invalid_content_length"));
   }
   // A compressed body would be inflated by cpp-httplib before any size check (a 1 MB gzip upload can
   // decode to 1 GB of memory); bodies are accepted as sent only, as OpenAI's and Anthropic's APIs
@@ -86,6 +118,12 @@ std::optional<HeaderRejection> check_request_headers(const httplib::Request& req
   }
   // RFC 9112 section 6.1: a transfer coding the server does not understand is a 501. cpp-httplib
   // decodes "chunked" alone (any case); "gzip, chunked" would be read as if it had no framing.
+  if (const std::vector<std::string> codings = transfer_codings(req);
+      codings.size() > 1 && std::all_of(codings.begin(), codings.end(), [](const std::string& c) { return c == "chunked"; })) {
+    // RFC 9112 section 6.1: chunked is never applied more than once (one line or several).
+    return closing(ApiError(400, "Transfer-Encoding applies 'chunked' more than once", "", "invalid_request_error",
+                            "invalid_transfer_encoding"));
+  }
   if (req.has_header("Transfer-Encoding") && !has_chunked_body(req)) {
     return closing(ApiError(501, "Transfer-Encoding '" + req.get_header_value("Transfer-Encoding").substr(0, 64) +
                                      "' is not supported: send a Content-Length or 'Transfer-Encoding: chunked'",
