@@ -139,7 +139,24 @@ AnthropicRequest translate_anthropic_request(const ojson& body) {
   if (in == nullptr) throw invalid_param("messages", "messages: Field required");
   if (!in->is_array() || in->empty()) throw invalid_param("messages", "messages must be a non-empty array");
   for (size_t i = 0; i < in->size(); ++i) append_message((*in)[i], "messages[" + std::to_string(i) + "]", messages);
+  // A final assistant message is a prefill the reply continues from its last character (Anthropic's
+  // Messages API); like Anthropic, its text may not end in whitespace. One with tool calls, or no
+  // text, is an ordinary turn.
+  const ojson& last = messages.back();
+  const bool prefill = last["role"] == "assistant" && !last.contains("tool_calls") && last["content"].is_string() &&
+                       !last["content"].get<std::string>().empty();
+  if (prefill) {
+    const std::string& text = last["content"].get_ref<const std::string&>();
+    if (std::string(" \t\r\n").find(text.back()) != std::string::npos) {
+      const std::string param = "messages[" + std::to_string(in->size() - 1) + "].content";
+      throw invalid_param(param, param + ": final assistant content cannot end with trailing whitespace");
+    }
+  }
   chat["messages"] = std::move(messages);
+  if (prefill) {
+    chat["add_generation_prompt"] = false;
+    chat["continue_final_message"] = true;
+  }
   if (const ojson* t = field(body, "temperature")) {
     if (!t->is_number() || t->get<double>() < 0 || t->get<double>() > 1) throw invalid_param("temperature", "temperature must be a number in [0, 1]");
     chat["temperature"] = *t;

@@ -283,6 +283,27 @@ test('messages: tool_use / tool_result round trip renders like the chat request;
   checkMessagesOrder(events);
 });
 
+test('messages: a final assistant message is a prefill the reply continues (Anthropic\'s rule)', async () => {
+  const messages = [{ role: 'user', content: 'Name a colour.' }, { role: 'assistant', content: 'My favourite colour is' }];
+  const m = await anthropic.messages.create({ model: SERVED, max_tokens: 6, temperature: 0, messages });
+  // The reference: the chat route continuing the same final message (vLLM's continue_final_message).
+  const ref = await chatReference({ max_tokens: 6, messages, add_generation_prompt: false, continue_final_message: true });
+  assert.equal(m.content[0]?.text ?? '', ref.choices[0].message.content ?? '');
+  assert.equal(m.usage.input_tokens + m.usage.cache_read_input_tokens, ref.usage.prompt_tokens);
+  const count = await anthropic.messages.countTokens({ model: SERVED, messages });
+  assert.equal(count.input_tokens, ref.usage.prompt_tokens);
+  // The prompt ends inside the assistant turn: fewer tokens than the same turn closed and a new
+  // one opened (the chat route rendering it as history).
+  const closed = await chatReference({ max_tokens: 1, messages });
+  assert.ok(ref.usage.prompt_tokens < closed.usage.prompt_tokens, `${ref.usage.prompt_tokens} vs ${closed.usage.prompt_tokens}`);
+  // Anthropic refuses a prefill that ends in whitespace.
+  const bad = await server.post('/v1/messages', { max_tokens: 4, messages: [messages[0], { role: 'assistant', content: 'Well, ' }] },
+                                { headers: auth });
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.json.type, 'error');
+  assert.match(bad.json.error.message, /trailing whitespace/);
+});
+
 test('messages: errors in Anthropic shape with the right statuses; x-api-key; unknown fields ignored', async () => {
   const ok = { model: SERVED, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] };
   for (const [body, status] of [
