@@ -19,6 +19,7 @@ struct AnthropicRequest {
   nlohmann::ordered_json chat_body;         // a /v1/chat/completions body
   std::vector<std::string> stop_sequences;  // to report which one stopped the generation
   bool stream = false;
+  std::vector<std::string> message_params;  // per chat message: the field it came from ("system", "messages[2]")
 };
 
 /// Translates a Messages request body: `max_tokens` (required, integer >= 1), `system` (string or

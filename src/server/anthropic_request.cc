@@ -68,7 +68,8 @@ void append_message(const ojson& m, const std::string& param, ojson& out) {
     } else if (type == "thinking" || type == "redacted_thinking") {
       continue;  // earlier thinking is not replayed into the prompt
     } else {
-      throw invalid_param(p + ".type", p + ".type '" + type + "' is not supported in a " + role +
+      throw invalid_param(p + ".type", p + ".type '" + type + "' is not supported in " +
+                                           (role == "assistant" ? "an assistant" : "a user") +
                                            " message (text, tool_use in assistant turns, tool_result in user turns)");
     }
   }
@@ -134,11 +135,17 @@ AnthropicRequest translate_anthropic_request(const ojson& body) {
   }
   chat["max_tokens"] = *max_tokens;
   ojson messages = ojson::array();
-  if (const ojson* system = field(body, "system")) messages.push_back({{"role", "system"}, {"content", text_content(*system, "system")}});
+  if (const ojson* system = field(body, "system")) {
+    messages.push_back({{"role", "system"}, {"content", text_content(*system, "system")}});
+    r.message_params.push_back("system");
+  }
   const ojson* in = field(body, "messages");
   if (in == nullptr) throw invalid_param("messages", "messages: Field required");
   if (!in->is_array() || in->empty()) throw invalid_param("messages", "messages must be a non-empty array");
-  for (size_t i = 0; i < in->size(); ++i) append_message((*in)[i], "messages[" + std::to_string(i) + "]", messages);
+  for (size_t i = 0; i < in->size(); ++i) {
+    append_message((*in)[i], "messages[" + std::to_string(i) + "]", messages);
+    while (r.message_params.size() < messages.size()) r.message_params.push_back("messages[" + std::to_string(i) + "]");
+  }
   // A final assistant message is a prefill the reply continues from its last character (Anthropic's
   // Messages API); like Anthropic, its text may not end in whitespace. One with tool calls, or no
   // text, is an ordinary turn.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace qs {
 
@@ -16,6 +17,7 @@ struct ResponsesRequest {
   nlohmann::ordered_json chat_body;  // a /v1/chat/completions body (parse_chat_request validates it further)
   nlohmann::json echo;               // request fields the response object repeats (instructions, tools, ...)
   bool stream = false;
+  std::vector<std::string> message_params;  // per chat message: the field it came from ("instructions", "input[3]")
 };
 
 /// Translates a Responses request body. `input`: a string (one user message) or an array of

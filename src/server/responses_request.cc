@@ -38,11 +38,13 @@ std::string string_field(const ojson& item, const char* name, const std::string&
   return item[name].get<std::string>();
 }
 
-// Items -> chat messages; consecutive function_call items form one assistant message.
-ojson input_messages(const ojson& input) {
+// Items -> chat messages; consecutive function_call items form one assistant message. `sources`
+// (empty on entry) gets, per chat message, the input path it came from (its first item).
+ojson input_messages(const ojson& input, std::vector<std::string>& sources) {
   ojson messages = ojson::array();
   if (input.is_string()) {
     messages.push_back({{"role", "user"}, {"content", input.get<std::string>()}});
+    sources.push_back("input");
     return messages;
   }
   if (!input.is_array() || input.empty()) throw invalid_param("input", "input must be a string or a non-empty array of items");
@@ -77,6 +79,7 @@ ojson input_messages(const ojson& input) {
       throw invalid_param(param + ".type", param + ".type '" + type +
                                                "' is not supported (message, function_call, function_call_output)");
     }
+    while (sources.size() < messages.size()) sources.push_back(param);
   }
   return messages;
 }
@@ -160,10 +163,13 @@ ResponsesRequest translate_responses_request(const ojson& body) {
   if (const ojson* instructions = field(body, "instructions")) {
     if (!instructions->is_string()) throw invalid_param("instructions", "instructions must be a string");
     messages.push_back({{"role", "system"}, {"content", *instructions}});
+    r.message_params.push_back("instructions");
   }
   const ojson* input = field(body, "input");
   if (input == nullptr) throw invalid_param("input", "input is required");
-  for (auto& m : input_messages(*input)) messages.push_back(std::move(m));
+  std::vector<std::string> sources;
+  for (auto& m : input_messages(*input, sources)) messages.push_back(std::move(m));
+  r.message_params.insert(r.message_params.end(), sources.begin(), sources.end());
   chat["messages"] = std::move(messages);
   // Same name and meaning as in chat completions (parse_chat_request checks type and range).
   for (const char* name : {"model", "temperature", "top_p", "top_k", "seed", "parallel_tool_calls"}) {

@@ -173,6 +173,8 @@ test('responses: previous_response_id and wrong types are 400 in the OpenAI erro
     [{ input: 7 }, 'input'],
     [{ input: 'x', text: { format: { type: 'yaml' } } }, 'text.format.type'],
     [{ input: 'x', tools: [{ type: 'file_search' }] }, 'tools[0].type'],
+    // Found in the chat messages the input becomes: named by the input item, not a chat field.
+    [{ instructions: 'i', input: [{ type: 'function_call_output', call_id: 'c1', output: 'x' }] }, 'input[0]'],
   ]) {
     const res = await server.post('/v1/responses', body, { headers: auth });
     assert.equal(res.status, 400, JSON.stringify(body));
@@ -323,6 +325,13 @@ test('messages: errors in Anthropic shape with the right statuses; x-api-key; un
   const noKey = await server.post('/v1/messages', ok);
   assert.equal(noKey.status, 401);
   assert.equal(noKey.json.error.type, 'authentication_error');
+  // A tool_result answering no tool_use is found in the chat messages the body becomes; the error
+  // names the Messages message (index 0, not the chat index 1 after the system message).
+  const orphan = await server.post('/v1/messages', { ...ok, system: 's',
+    messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_9', content: 'x' }] }] },
+  { headers: { 'x-api-key': API_KEY } });
+  assert.equal(orphan.status, 400, orphan.text);
+  assert.match(orphan.json.error.message, /^messages\[0\] /);
   const badJson = await server.request('POST', '/v1/messages', { rawBody: '{', headers: { 'x-api-key': API_KEY, 'Content-Type': 'application/json' } });
   assert.equal(badJson.status, 400);
   assert.equal(badJson.json.type, 'error');

@@ -81,6 +81,19 @@ TEST(AnthropicRequest, ToolUseAndToolResultBlocksBecomeToolCallsAndToolMessages)
   EXPECT_NO_THROW(parse_chat_request(r.chat_body, 1000));
 }
 
+// Per chat message, the Messages field it came from: a user turn with two tool_result blocks is
+// two tool messages from one message.
+TEST(AnthropicRequest, MessageParamsNameTheSourceOfEveryChatMessage) {
+  const AnthropicRequest r = translate_anthropic_request(ojson::parse(R"({"max_tokens": 1, "system": "s", "messages": [
+      {"role": "user", "content": "q"},
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}},
+                                        {"type": "tool_use", "id": "b", "name": "f", "input": {}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "1"},
+                                   {"type": "tool_result", "tool_use_id": "b", "content": "2"}]}]})"));
+  ASSERT_EQ(r.chat_body["messages"].size(), 5u);
+  EXPECT_EQ(r.message_params, (std::vector<std::string>{"system", "messages[0]", "messages[1]", "messages[2]", "messages[2]"}));
+}
+
 TEST(AnthropicRequest, ToolChoiceTypes) {
   auto choice = [](const char* tc) {
     return translate_anthropic_request(ojson::parse(std::string(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}], "tool_choice": )") + tc + "}"))

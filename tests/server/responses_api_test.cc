@@ -28,6 +28,19 @@ std::string param_of(const ojson& body) {
   return "(accepted)";
 }
 
+// Per chat message, the Responses field it came from: consecutive function_call items are one
+// assistant message (named by the first).
+TEST(ResponsesRequest, MessageParamsNameTheSourceOfEveryChatMessage) {
+  const ResponsesRequest r = translate_responses_request(ojson::parse(R"({"instructions": "i", "input": [
+      {"role": "user", "content": "q"},
+      {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+      {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "a", "output": "1"}]})"));
+  ASSERT_EQ(r.chat_body["messages"].size(), 4u);
+  EXPECT_EQ(r.message_params, (std::vector<std::string>{"instructions", "input[0]", "input[1]", "input[3]"}));
+  EXPECT_EQ(translate_responses_request(ojson::parse(R"({"input": "q"})")).message_params, std::vector<std::string>{"input"});
+}
+
 TEST(ResponsesRequest, TextInputWithInstructionsBecomesSystemAndUserMessages) {
   const ResponsesRequest r = translate_responses_request(
       ojson::parse(R"({"model": "m", "input": "Hi", "instructions": "Be terse.", "max_output_tokens": 7,
