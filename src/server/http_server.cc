@@ -82,7 +82,7 @@ void HttpServer::bind() {
   if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
   request_deadline::configure({options_.request_head_timeout_s, options_.request_body_timeout_s}, options_.max_body_bytes);
   bound_ = true;
-  workers_ = std::make_unique<HttpWorkerPool>(static_cast<size_t>(std::max(options_.http_threads, 1)));
+  workers_ = std::make_unique<HttpWorkerPool>(static_cast<size_t>(std::max(options_.http_threads, 1)), kMaxHttpThreads);
 }
 
 bool HttpServer::listen() {
@@ -120,7 +120,7 @@ void HttpServer::register_routes() {
   // The workers bind() started; httplib owns (and deletes) the task queue once listening.
   s.new_task_queue = [this]() -> httplib::TaskQueue* {
     if (workers_) return workers_.release();
-    return new HttpWorkerPool(static_cast<size_t>(std::max(options_.http_threads, 1)));  // listen() again
+    return new HttpWorkerPool(static_cast<size_t>(std::max(options_.http_threads, 1)), kMaxHttpThreads);  // listen() again
   };
   s.set_payload_max_length(options_.max_body_bytes);
   // Every SSE delta is a small write; with Nagle's algorithm on, a delta written while the

@@ -29,15 +29,22 @@ int http_worker_threads(int64_t max_num_seqs, int64_t max_queue) {
                               : ": lower --max-num-seqs"));
 }
 
-HttpWorkerPool::HttpWorkerPool(size_t n, const Spawn& spawn) {
+HttpWorkerPool::HttpWorkerPool(size_t n, size_t max_threads, Spawn spawn)
+    : max_threads_(std::max(n, max_threads)), spawn_(std::move(spawn)) {
+  if (!spawn_) spawn_ = [](std::function<void()> body) { return std::thread(std::move(body)); };
   threads_.reserve(n);
   try {
     for (size_t i = 0; i < n; ++i) {
-      std::function<void()> body = [this] { work(); };
-      threads_.push_back(spawn ? spawn(std::move(body)) : std::thread(std::move(body)));
+      std::thread t = spawn_([this] { work(); });
+      std::lock_guard<std::mutex> lock(mutex_);
+      threads_.push_back(std::move(t));
     }
   } catch (const std::exception& e) {  // std::system_error (EAGAIN), std::bad_alloc
-    const size_t started = threads_.size();
+    size_t started = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      started = threads_.size();
+    }
     shutdown();
     throw Error("cannot start " + std::to_string(n) + " HTTP worker threads (" + std::to_string(started) +
                 " started): " + e.what() + "; raise the limits on threads (ulimit -u, ulimit -v, the cgroup's pids.max) "
@@ -54,17 +61,32 @@ void HttpWorkerPool::enqueue(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_.push_back([socket, fn = std::move(fn)] { request_deadline::serve_connection(socket, fn); });
+    // Each free worker takes one queued job; a job beyond them would wait for a busy connection to
+    // end (seconds, for an idle or trickling one): start a worker for it.
+    if (jobs_.size() > free_ && threads_.size() < max_threads_ && !stopping_) {
+      try {
+        threads_.push_back(spawn_([this] { work(); }));
+      } catch (const std::exception&) {  // out of threads: the job waits for a free worker
+      }
+    }
   }
   cond_.notify_one();
 }
 
+size_t HttpWorkerPool::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return threads_.size();
+}
+
 void HttpWorkerPool::shutdown() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_ = true;  // no thread is started after this
+    threads.swap(threads_);
   }
   cond_.notify_all();
-  for (std::thread& t : threads_) {
+  for (std::thread& t : threads) {
     if (t.joinable()) t.join();
   }
 }
@@ -74,7 +96,9 @@ void HttpWorkerPool::work() {
     std::function<void()> job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      ++free_;
       cond_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      --free_;
       if (jobs_.empty()) return;  // stopping and nothing left
       job = std::move(jobs_.front());
       jobs_.pop_front();

@@ -1,5 +1,5 @@
 // The HTTP server's worker threads: how many a configuration needs, and a pool that starts them
-// up front and reports a failure to create one as an error.
+// up front (reporting a failure to create one as an error) and grows when they are all busy.
 //
 // cpp-httplib serves each connection on one worker thread, and our handlers block while their
 // request waits in the engine's queue or streams, so every running or waiting request holds a
@@ -7,6 +7,13 @@
 // when all the others are busy. httplib::ThreadPool (0.11) calls std::terminate when a thread
 // cannot be created (its constructor throws with joinable threads in a member vector), hence this
 // pool behind httplib's TaskQueue interface.
+//
+// Every connection holds its thread until it closes, an idle one included (a keep-alive connection
+// for 5 s, a request head still arriving until --request-head-timeout): a few dozen clients that
+// open connections and send nothing would hold every thread, and /health would wait behind them.
+// So when a connection is queued and no thread is free to take it, the pool starts one more, up to
+// kMaxHttpThreads; those threads stay (an idle thread costs a stack's touched pages) and serve
+// later bursts at once.
 #pragma once
 
 #include <httplib.h>
@@ -40,25 +47,31 @@ class HttpWorkerPool : public httplib::TaskQueue {
 
   /// Starts `n` (>= 1) worker threads. When one cannot be created, the ones already started are
   /// stopped and joined and qs::Error is thrown naming `n`, how many started and the reason.
-  explicit HttpWorkerPool(size_t n, const Spawn& spawn = {});
+  /// Later, a job queued while every thread is busy starts one more thread, up to `max_threads`
+  /// (at least `n`); a failure to start it only leaves the job queued for the next free thread.
+  explicit HttpWorkerPool(size_t n, size_t max_threads = 0, Spawn spawn = {});
   ~HttpWorkerPool() override;
   HttpWorkerPool(const HttpWorkerPool&) = delete;
   HttpWorkerPool& operator=(const HttpWorkerPool&) = delete;
 
-  /// Queues `fn` for the next free worker (FIFO).
+  /// Queues `fn` for the next free worker (FIFO), starting a worker when none is free (see above).
   void enqueue(std::function<void()> fn) override;
   /// Lets the workers finish the queued jobs, then joins them. Idempotent.
   void shutdown() override;
 
-  size_t size() const { return threads_.size(); }
+  /// Worker threads started so far. Thread-safe.
+  size_t size() const;
 
  private:
   void work();
 
   std::vector<std::thread> threads_;
   std::deque<std::function<void()>> jobs_;
+  size_t max_threads_;
+  Spawn spawn_;
+  size_t free_ = 0;  // workers waiting for a job
   bool stopping_ = false;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cond_;
 };
 

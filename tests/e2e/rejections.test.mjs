@@ -192,6 +192,32 @@ test('a generation cut by the shutdown grace is a retryable 503 / error event on
   assert.deepEqual(records.map((r) => r.status).sort(), [200, 200, 503, 503], 'the two streams had sent their 200');
 });
 
+test('connections that send part of a head and stop do not hold /health up (the worker pool grows)', async () => {
+  // --max-num-seqs 2 + --max-queue 4 + 32 spare = 38 threads, fewer than the idle connections.
+  const small = await startServer(['--max-num-seqs', '2', '--max-queue', '4', '--request-head-timeout', '20']);
+  const sockets = [];
+  try {
+    for (let i = 0; i < 60; i++) {
+      const socket = net.connect(small.port, '127.0.0.1');
+      socket.on('error', () => {});
+      await once(socket, 'connect');
+      socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
+      sockets.push(socket);
+    }
+    await sleep(200);  // every connection is on a worker, waiting for the rest of its head
+    const t0 = performance.now();
+    const health = await small.get('/health');
+    const ms = performance.now() - t0;
+    assert.equal(health.status, 200);
+    assert.ok(ms < 2000, `/health took ${Math.round(ms)} ms behind 60 idle connections`);
+    const chat = await small.post('/v1/chat/completions', { messages: MESSAGES, max_tokens: 2 });
+    assert.equal(chat.status, 200, chat.text);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await small.stop();
+  }
+});
+
 test('unknown model: 404 model_not_found naming it, on both generation routes and through the client', async () => {
   for (const [route, body] of [
     ['/v1/chat/completions', { model: 'nonexistent', messages: MESSAGES, max_tokens: 2 }],

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "core/error.h"
 
@@ -69,6 +70,56 @@ TEST(HttpWorkerPool, RunsJobsOnAllThreadsAtOnce) {
   pool.shutdown();  // idempotent
 }
 
+// Connections that hold their threads (idle or trickling clients) must not keep a new one waiting:
+// a job no free thread can take starts one, up to the limit; beyond it, jobs wait.
+TEST(HttpWorkerPool, StartsAWorkerForAJobNoFreeThreadCanTakeUpToTheLimit) {
+  HttpWorkerPool pool(2, 5);
+  EXPECT_EQ(pool.size(), 2u);
+  std::mutex mutex;
+  std::condition_variable cond;
+  int running = 0;
+  bool release = false;
+  const auto blocker = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    ++running;
+    cond.notify_all();
+    cond.wait(lock, [&] { return release; });
+  };
+  for (int i = 0; i < 5; ++i) pool.enqueue(blocker);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    EXPECT_TRUE(cond.wait_for(lock, std::chrono::seconds(10), [&] { return running == 5; })) << running << " running";
+  }
+  EXPECT_EQ(pool.size(), 5u);
+  pool.enqueue(blocker);  // the limit: waits for a thread
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_EQ(running, 5);
+    release = true;
+  }
+  cond.notify_all();
+  pool.shutdown();
+  EXPECT_EQ(running, 6);
+  EXPECT_EQ(pool.size(), 0u) << "joined";
+}
+
+// A thread that cannot be started for a queued job is no error: the job waits for a free one.
+TEST(HttpWorkerPool, AWorkerThatCannotStartLeavesTheJobQueued) {
+  int spawned = 0;
+  const HttpWorkerPool::Spawn only_one = [&](std::function<void()> body) {
+    if (spawned == 1) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    ++spawned;
+    return std::thread(std::move(body));
+  };
+  HttpWorkerPool pool(1, 4, only_one);
+  std::atomic<int> done{0};
+  for (int i = 0; i < 3; ++i) pool.enqueue([&] { ++done; });
+  pool.shutdown();
+  EXPECT_EQ(done.load(), 3);
+  EXPECT_EQ(spawned, 1);
+}
+
 TEST(HttpWorkerPool, ThreadCreationFailureIsAnErrorAndStopsTheStartedThreads) {
   int spawned = 0;
   const HttpWorkerPool::Spawn fail_after_three = [&](std::function<void()> body) {
@@ -77,7 +128,7 @@ TEST(HttpWorkerPool, ThreadCreationFailureIsAnErrorAndStopsTheStartedThreads) {
     return std::thread(std::move(body));
   };
   try {
-    HttpWorkerPool pool(8, fail_after_three);
+    HttpWorkerPool pool(8, 0, fail_after_three);
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string message = e.what();
