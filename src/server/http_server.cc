@@ -172,6 +172,12 @@ void HttpServer::register_routes() {
   // on every response to an allowed origin, errors and streams included.
   s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (res.get_header_value("Connection") == "close") res.headers.erase("Keep-Alive");
+    // httplib adds its own "Connection: close" when the request asked for it: one is enough.
+    if (res.get_header_value_count("Connection") > 1) {
+      const std::string value = res.get_header_value("Connection");
+      res.headers.erase("Connection");
+      res.set_header("Connection", value);
+    }
     // The client's X-Request-Id comes back on every answer, rejections included (a generation
     // has set it already: the client's, else its response id).
     if (!res.has_header("x-request-id")) {
@@ -186,6 +192,8 @@ void HttpServer::register_routes() {
     if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes, route_methods_)) {
       answer_error(req, res, *error);
     }
+    // httplib closes only on the request's own "Connection: close" (see the pre-routing handler).
+    if (res.get_header_value("Connection") == "close") request_deadline::close_after_response();
   });
   // Handlers report errors by throwing ApiError; anything else is a 500.
   s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {

@@ -276,6 +276,47 @@ function rawRequest(port, bytes, timeoutMs = 5000) {
   });
 }
 
+/** Sends raw bytes and reads until the server closes; {status, headers, json, ms, closed}. */
+function rawUntilClose(port, bytes, timeoutMs = 5000) {
+  return new Promise((resolve) => {
+    const t0 = performance.now();
+    const sock = net.connect(port, '127.0.0.1', () => sock.write(bytes));
+    let buf = Buffer.alloc(0);
+    const done = (closed) => {
+      clearTimeout(timer);
+      sock.destroy();
+      const text = buf.toString('latin1');
+      const head = text.indexOf('\r\n\r\n');
+      let json;
+      try { json = JSON.parse(text.slice(head + 4)); } catch { /* not JSON */ }
+      resolve({ status: Number(text.split(' ')[1]), headers: text.slice(0, head), json, ms: performance.now() - t0, closed });
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    sock.on('data', (d) => { buf = Buffer.concat([buf, d]); });
+    sock.on('end', () => done(true));
+    sock.on('error', () => done(true));
+  });
+}
+
+test('an unknown method is a 501, an unparsable head a 400; both close the connection at once', async () => {
+  for (const [bytes, status, code] of [
+    ['FOO /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n', 501, 'method_not_implemented'],  // RFC 9110 9.1
+    ['HELLO\r\n\r\n', 400, 'malformed_request'],
+    ['GET /health HTTP/1.1\nHost: x\n\n', 400, 'malformed_request'],  // RFC 9112 2.2: lines end in CRLF
+    ['PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 400, 'malformed_request'],  // an HTTP/2 preface
+  ]) {
+    const res = await rawUntilClose(server.port, bytes);
+    assert.equal(res.status, status, `${JSON.stringify(bytes)}: ${res.headers}`);
+    assert.equal(res.json?.error?.code, code, JSON.stringify(res.json));
+    assert.ok(res.closed && res.ms < 2000, `closed after ${Math.round(res.ms)} ms (${res.closed})`);
+    assert.equal(res.headers.match(/\r\nConnection:/gi)?.length, 1, res.headers);
+  }
+  // A rejection of a request that asked to close: one Connection header (httplib added a second).
+  const res = await rawUntilClose(server.port, 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.equal(res.status, 411, res.headers);
+  assert.equal(res.headers.match(/\r\nConnection:/gi)?.length, 1, res.headers);
+});
+
 test('Content-Length: -5 (and other non-numbers) gets a prompt 400 with an OpenAI error', async () => {
   for (const value of ['-5', '12abc', '+5', '5, 5']) {
     const res = await rawRequest(server.port,

@@ -305,6 +305,34 @@ TEST(Routes, UnroutedRequestsGetAnOpenAiErrorOrAStaticFile) {
   EXPECT_EQ(large->code(), "request_too_large");
 }
 
+// httplib answers a head it cannot parse with a bare 400. RFC 9110 section 9.1: a method the
+// server does not implement is a 501; anything else unparsable is a 400; both close.
+TEST(Routes, UnparsableHeadsAre400AndUnknownMethods501BothClosing) {
+  httplib::Request foo;
+  foo.method = "FOO";
+  foo.version = "HTTP/1.1";
+  httplib::Response res;
+  res.status = 400;
+  const std::optional<ApiError> not_implemented = fallback_reply(foo, res, nullptr, 100);
+  ASSERT_TRUE(not_implemented);
+  EXPECT_EQ(not_implemented->status(), 501);
+  EXPECT_EQ(res.status, 501);
+  EXPECT_EQ(res.get_header_value("Connection"), "close");
+  for (const auto& [method, version] : std::vector<std::pair<std::string, std::string>>{
+           {"", ""}, {"G(T", "HTTP/1.1"}, {"GET", "HTTP/2.0"}, {"FOO", "HTTP/9"}}) {
+    httplib::Request req;
+    req.method = method;
+    req.version = version;
+    httplib::Response r;
+    r.status = 400;
+    const std::optional<ApiError> error = fallback_reply(req, r, nullptr, 100);
+    ASSERT_TRUE(error) << method;
+    EXPECT_EQ(error->status(), 400) << method;
+    EXPECT_EQ(error->code(), "malformed_request") << method;
+    EXPECT_EQ(r.get_header_value("Connection"), "close") << method;
+  }
+}
+
 // RFC 9110 section 15.5.6: a method the target resource does not support is 405, and the
 // response carries an Allow header (section 10.2.1) listing the methods it does support; a path
 // that is no resource at all stays 404.

@@ -1,12 +1,34 @@
 #include "server/routes/fallback_route.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/routes/http_reply.h"
 #include "server/routes/pre_routing.h"
 
 namespace qs {
+namespace {
+
+// The methods cpp-httplib 0.11 parses; any other request line it answers with a bare 400.
+bool httplib_method(const std::string& m) {
+  for (const char* known : {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"}) {
+    if (m == known) return true;
+  }
+  return false;
+}
+
+// RFC 9110 section 5.6.2: a method is a token.
+bool is_token(const std::string& s) {
+  if (s.empty()) return false;
+  for (const char c : s) {
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Response& res,
                                        const StaticFileLookup& static_files, size_t max_body_bytes,
@@ -51,6 +73,26 @@ std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Res
     res.set_header("Connection", "close");
     return ApiError(400, "the chunked request body could not be read (malformed chunk framing, or the client "
                          "stopped sending)", "", "invalid_request_error", "invalid_body");
+  }
+  // A head cpp-httplib could not parse: the connection's framing is lost, so it is closed. A
+  // well-formed request line with a method nobody here implements is a 501 (RFC 9110 section 9.1).
+  if (res.status == 400 && !httplib_method(req.method)) {
+    res.set_header("Connection", "close");
+    if (is_token(req.method) && (req.version == "HTTP/1.1" || req.version == "HTTP/1.0")) {
+      res.status = 501;
+      return ApiError(501, "method " + req.method.substr(0, 32) + " is not implemented", "", "invalid_request_error",
+                      "method_not_implemented");
+    }
+    return ApiError(400, "malformed request line: expected 'METHOD /path HTTP/1.1' ending in CRLF", "",
+                    "invalid_request_error", "malformed_request");
+  }
+  // Every other 400 without a body is httplib's own for a head it could not parse (handlers always
+  // answer with a body; the unreadable bodies are named above).
+  if (res.status == 400) {
+    res.set_header("Connection", "close");
+    return ApiError(400, "malformed request head: the request line or a header field could not be parsed "
+                         "(HTTP/1.1 or HTTP/1.0, 'Name: value' header lines, each ending in CRLF)",
+                    "", "invalid_request_error", "malformed_request");
   }
   const std::string message = res.status == 413   ? "request body exceeds " + std::to_string(max_body_bytes) + " bytes"
                               : res.status == 404 ? "no route for " + req.method + " " + req.path
