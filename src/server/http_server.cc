@@ -183,6 +183,10 @@ void HttpServer::register_routes() {
     if (!res.has_header("x-request-id")) {
       if (const std::string id = client_request_id(req); !id.empty()) res.set_header("x-request-id", id);
     }
+    // Anthropic's SDKs read the id as request-id (the error's requestID, the message's _request_id).
+    if (is_anthropic_path(req.path) && res.has_header("x-request-id") && !res.has_header("request-id")) {
+      res.set_header("request-id", res.get_header_value("x-request-id"));
+    }
     add_cors_headers(req, res, options_.allowed_origins);
   });
   // Any status >= 400 that no handler gave a body: no route, body too large while reading, ...

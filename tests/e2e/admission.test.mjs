@@ -289,6 +289,7 @@ test('X-Request-Id: echoed as x-request-id and logged as request_id; an unusable
   assert.equal(msg.status, 200, msg.text);
   assert.match(msg.json.id, /^msg_/);
   assert.equal(msg.headers.get('x-request-id'), msg.json.id);
+  assert.equal(msg.headers.get('request-id'), msg.json.id, 'the header Anthropic\'s SDKs read');
   assert.ok(await small.logRecordFor(msg.json.id), 'the log line has the msg_ id');
   const resp = await small.post('/v1/responses', { max_output_tokens: 2, input: 'hi' });
   assert.equal(resp.status, 200, resp.text);
