@@ -276,28 +276,6 @@ function rawRequest(port, bytes, timeoutMs = 5000) {
   });
 }
 
-/** Sends raw bytes and reads until the server closes; {status, headers, json, ms, closed}. */
-function rawUntilClose(port, bytes, timeoutMs = 5000) {
-  return new Promise((resolve) => {
-    const t0 = performance.now();
-    const sock = net.connect(port, '127.0.0.1', () => sock.write(bytes));
-    let buf = Buffer.alloc(0);
-    const done = (closed) => {
-      clearTimeout(timer);
-      sock.destroy();
-      const text = buf.toString('latin1');
-      const head = text.indexOf('\r\n\r\n');
-      let json;
-      try { json = JSON.parse(text.slice(head + 4)); } catch { /* not JSON */ }
-      resolve({ status: Number(text.split(' ')[1]), headers: text.slice(0, head), json, ms: performance.now() - t0, closed });
-    };
-    const timer = setTimeout(() => done(false), timeoutMs);
-    sock.on('data', (d) => { buf = Buffer.concat([buf, d]); });
-    sock.on('end', () => done(true));
-    sock.on('error', () => done(true));
-  });
-}
-
 test('an unknown method is a 501, an unparsable head a 400; both close the connection at once', async () => {
   for (const [bytes, status, code] of [
     ['FOO /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n', 501, 'method_not_implemented'],  // RFC 9110 9.1
@@ -305,14 +283,15 @@ test('an unknown method is a 501, an unparsable head a 400; both close the conne
     ['GET /health HTTP/1.1\nHost: x\n\n', 400, 'malformed_request'],  // RFC 9112 2.2: lines end in CRLF
     ['PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 400, 'malformed_request'],  // an HTTP/2 preface
   ]) {
-    const res = await rawUntilClose(server.port, bytes);
+    const res = await rawExchange(server.port, [bytes], { stall: true, timeoutMs: 5000 });
     assert.equal(res.status, status, `${JSON.stringify(bytes)}: ${res.headers}`);
     assert.equal(res.json?.error?.code, code, JSON.stringify(res.json));
     assert.ok(res.closed && res.ms < 2000, `closed after ${Math.round(res.ms)} ms (${res.closed})`);
     assert.equal(res.headers.match(/\r\nConnection:/gi)?.length, 1, res.headers);
   }
   // A rejection of a request that asked to close: one Connection header (httplib added a second).
-  const res = await rawUntilClose(server.port, 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  const res = await rawExchange(server.port, ['POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'],
+                                { stall: true, timeoutMs: 5000 });
   assert.equal(res.status, 411, res.headers);
   assert.equal(res.headers.match(/\r\nConnection:/gi)?.length, 1, res.headers);
 });
@@ -420,10 +399,12 @@ test('PUT / PATCH / DELETE without a length are answered at once (405 / 404); Tr
  * Writes `chunks` (stopping at the first write error), then half-closes unless `stall` (then it
  * waits with the connection open); resolves with what came back: at the server's close, at
  * `timeoutMs`, or, with `oneResponse`, as soon as one whole response (head + Content-Length bytes)
- * is in (for a server that rightly keeps the connection alive after answering).
+ * is in (for a server that rightly keeps the connection alive after answering). `closed`: the
+ * server closed (or reset) the connection; `ms`: from connecting to then.
  */
 function rawExchange(port, chunks, { timeoutMs = 10000, stall = false, oneResponse = false } = {}) {
   return new Promise((resolve) => {
+    const t0 = performance.now();
     const sock = net.connect(port, '127.0.0.1', async () => {
       for (const c of chunks) {
         if (sock.destroyed) break;
@@ -432,16 +413,16 @@ function rawExchange(port, chunks, { timeoutMs = 10000, stall = false, oneRespon
       if (!sock.destroyed && !stall) sock.end();
     });
     let buf = Buffer.alloc(0);
-    const finish = () => {
+    const finish = (closed) => {
       clearTimeout(timer);
       sock.destroy();
       const text = buf.toString('latin1');
       const head = text.indexOf('\r\n\r\n');
       let json;
       try { json = JSON.parse(text.slice(head + 4)); } catch { /* not JSON */ }
-      resolve({ status: Number(text.split(' ')[1]), headers: text.slice(0, head), json, text });
+      resolve({ status: Number(text.split(' ')[1]), headers: text.slice(0, head), json, text, closed, ms: performance.now() - t0 });
     };
-    const timer = setTimeout(finish, timeoutMs);
+    const timer = setTimeout(() => finish(false), timeoutMs);
     const complete = () => {
       const head = buf.indexOf('\r\n\r\n');
       if (head < 0) return false;
@@ -450,10 +431,10 @@ function rawExchange(port, chunks, { timeoutMs = 10000, stall = false, oneRespon
     };
     sock.on('data', (d) => {
       buf = Buffer.concat([buf, d]);
-      if (oneResponse && complete()) finish();
+      if (oneResponse && complete()) finish(false);
     });
-    sock.on('end', finish);
-    sock.on('error', finish);  // a reset after the reply (the server shut the connection down)
+    sock.on('end', () => finish(true));
+    sock.on('error', () => finish(true));  // a reset after the reply (the server shut the connection down)
   });
 }
 
