@@ -254,8 +254,9 @@ int run_serve(ServeOptions opt) {
     server.bind();  // throws "cannot listen on HOST:PORT: <reason>", or when threads cannot start
 
     SignalWatcher signal_watcher(signals, [&](int signal_number) {
-      process_log::info("received signal " + std::to_string(signal_number) + ": draining (grace " +
-                std::to_string(static_cast<long long>(opt.shutdown_grace_s + 0.5)) + " s)");
+      char grace[32];
+      std::snprintf(grace, sizeof grace, "%g", opt.shutdown_grace_s);  // 0.5 stays 0.5
+      process_log::info("received signal " + std::to_string(signal_number) + ": draining (grace " + grace + " s)");
       // New requests get 503 + Retry-After while the admitted ones finish; then stop listening.
       server.begin_draining();
       const auto deadline = SteadyClock::now() + std::chrono::duration<double>(opt.shutdown_grace_s);

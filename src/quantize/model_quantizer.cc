@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/gguf_writer.h"
 #include "model/model_loader.h"
 #include "quantize/hf_gguf_metadata.h"
@@ -171,8 +172,12 @@ std::unique_ptr<QuantizedWeights> quantize_weights(const LoadedModel& model, Qua
     const int decile = total > 0 ? static_cast<int>(done * 10 / total) : 10;
     if (progress != nullptr && decile > reported_decile) {
       reported_decile = decile;
-      std::fprintf(progress, "quantizing weights to %s: %d%%\n",
-                   std::string(quant_mix_name(mix)).c_str(), decile * 10);
+      const std::string line = "quantizing weights to " + std::string(quant_mix_name(mix)) + ": " + std::to_string(decile * 10) + "%";
+      if (progress == stderr && process_log::uses_json()) {
+        process_log::info(line);  // serve --log-format json: one JSON object per stderr line
+      } else {
+        std::fprintf(progress, "%s\n", line.c_str());
+      }
     }
   };
   ModelWeights& w = out->weights;

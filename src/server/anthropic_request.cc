@@ -147,8 +147,14 @@ AnthropicRequest translate_anthropic_request(const ojson& body) {
     while (r.message_params.size() < messages.size()) r.message_params.push_back("messages[" + std::to_string(i) + "]");
   }
   // A final assistant message is a prefill the reply continues from its last character (Anthropic's
-  // Messages API); like Anthropic, its text may not end in whitespace. One with tool calls, or no
-  // text, is an ordinary turn.
+  // Messages API); like Anthropic, its text may not end in whitespace, and an empty one is no
+  // prefill (left out, not rendered as an empty finished turn). One with tool calls is an ordinary
+  // turn.
+  if (messages.size() > 1 && messages.back()["role"] == "assistant" && !messages.back().contains("tool_calls") &&
+      messages.back()["content"] == "") {
+    messages.erase(messages.size() - 1);
+    r.message_params.pop_back();
+  }
   const ojson& last = messages.back();
   const bool prefill = last["role"] == "assistant" && !last.contains("tool_calls") && last["content"].is_string() &&
                        !last["content"].get<std::string>().empty();

@@ -266,11 +266,14 @@ void stream_generation(GenerationJob job, std::vector<ChoiceState> choices, cons
       if (!next_event(c, event, wait)) continue;
       progressed = true;
       c.apply(event);
+      // TTFT and ITL count generated tokens as they arrive, as the non-streaming path does, also
+      // when the encoder holds their text back (a partial stop string, whitespace that may precede
+      // <think>) and sends it with a later token.
+      if (!event.token_ids.empty()) latency.token_written(SteadyClock::now());
       const std::string bytes = encoder.event_chunks(i, event, c);
       if (!bytes.empty()) {
         client_gone = !write(bytes);
         last_write = SteadyClock::now();
-        if (!event.token_ids.empty()) latency.token_written(last_write);
       }
       if (c.done) ++n_done;
     }
@@ -298,10 +301,6 @@ void stream_generation(GenerationJob job, std::vector<ChoiceState> choices, cons
     finish_record(job, metrics, record);
     return;
   }
-  // Text held back to the end (a partial stop string or tag that never completed) reaches the
-  // client in the final chunks: that is when its first token arrives.
-  const bool generated = std::any_of(choices.begin(), choices.end(), [](const ChoiceState& c) { return c.completion_tokens > 0; });
-  if (!latency.first_token && generated) latency.token_written(SteadyClock::now());
   metrics::RequestRecord record = make_record(job, choices, latency, 200);
   const nlohmann::json timings = timings_json(record);
   write(encoder.final_chunks(choices, job.include_timings ? &timings : nullptr));

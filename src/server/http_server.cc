@@ -193,8 +193,27 @@ void HttpServer::register_routes() {
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_deadline::body_received();
     if (!res.body.empty()) return;
-    if (const std::optional<ApiError> error = fallback_reply(req, res, static_files_, options_.max_body_bytes, route_methods_)) {
-      answer_error(req, res, *error);
+    // The 431 / 413 the connection already got is what is logged and counted (httplib's 400 for the
+    // request it read half of goes to a closed connection).
+    if (const int sent = request_deadline::replied_status(); sent != 0) {
+      res.status = sent;
+      answer_error(req, res, sent == 431 ? ApiError(431, "request head larger than " + std::to_string(request_deadline::kMaxHeadBytes) + " bytes",
+                                                    "", "invalid_request_error", "request_header_too_large")
+                                         : ApiError(413, "chunked request body larger than " + std::to_string(options_.max_body_bytes) +
+                                                             " bytes (--max-body-bytes)",
+                                                    "", "invalid_request_error", "request_too_large"));
+      return;
+    }
+    // A request line httplib refused (an unknown method) leaves the path unset: its target names it
+    // (for the log line, and Anthropic's error shape under /v1/messages).
+    std::optional<httplib::Request> with_path;
+    if (req.path.empty() && !req.target.empty()) {
+      with_path = req;
+      with_path->path = req.target.substr(0, req.target.find('?'));
+    }
+    const httplib::Request& named = with_path ? *with_path : req;
+    if (const std::optional<ApiError> error = fallback_reply(named, res, static_files_, options_.max_body_bytes, route_methods_)) {
+      answer_error(named, res, *error);
     }
     // httplib closes only on the request's own "Connection: close" (see the pre-routing handler).
     if (res.get_header_value("Connection") == "close") request_deadline::close_after_response();

@@ -32,6 +32,8 @@ thread_local bool t_anthropic = false;  // the request being read is a /v1/messa
 // lingers and reports EOF.
 thread_local bool t_close_requested = false;
 thread_local int t_linger_socket = -1;
+// The status of a reply written to the socket here (431, 413) for the request being read; 0: none.
+thread_local int t_replied_status = 0;
 std::atomic<size_t> g_max_body_bytes{0};  // 0: no cap on chunked bodies
 
 constexpr char kHeadTooLarge[] =
@@ -96,6 +98,7 @@ extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
     t_head_bytes += static_cast<size_t>(n);
     if (t_head_bytes > qs::request_deadline::kMaxHeadBytes) {
       t_head_socket = -1;
+      t_replied_status = 431;
       reply_and_linger(fd, kHeadTooLarge, sizeof kHeadTooLarge - 1);
       return 0;
     }
@@ -106,6 +109,7 @@ extern "C" ssize_t recv(int fd, void* buffer, size_t length, int flags) {
     if (limit > 0 && t_body_bytes > qs::request_deadline::chunked_wire_limit(limit)) {
       t_body_socket = -1;
       const std::string reply = qs::request_deadline::chunked_body_too_large_reply(limit, t_anthropic);
+      t_replied_status = 413;
       reply_and_linger(fd, reply.data(), reply.size());
       return 0;
     }
@@ -239,6 +243,7 @@ void serve_connection(int fd, const std::function<void()>& serve) {
       t_body_socket = -1;
       t_linger_socket = -1;
       t_close_requested = false;
+      t_replied_status = 0;
       if (id == 0) return;
       std::lock_guard<std::mutex> lock(s.mutex);
       auto it = s.connections.find(id);
@@ -257,6 +262,7 @@ void head_received(bool body_follows, bool chunked, bool anthropic) {
 }
 void body_received() { set_phase(Phase::kHandling); }
 void response_sent() {
+  t_replied_status = 0;
   if (t_close_requested) {
     t_close_requested = false;
     if (t_served_socket >= 0) {
@@ -267,6 +273,7 @@ void response_sent() {
   set_phase(Phase::kHead);
 }
 void close_after_response() { t_close_requested = true; }
+int replied_status() { return t_replied_status; }
 
 uint64_t connections_cut() { return state().cut.load(); }
 

@@ -82,6 +82,12 @@ void close_after_response();
 inline constexpr double kLingerSeconds = 1.0;
 inline constexpr size_t kLingerBytes = 16u << 20;
 
+/// The status of the reply already written to the calling thread's connection for the request
+/// being read (431: head above kMaxHeadBytes, 413: chunked body past its wire limit), after which
+/// the read reported EOF and httplib answers the half-read request with a 400 nobody receives;
+/// 0 when none. Reset once a response is sent.
+int replied_status();
+
 /// Connections cut by a deadline since the process started.
 uint64_t connections_cut();
 

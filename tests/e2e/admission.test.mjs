@@ -264,6 +264,24 @@ test('preemption: concurrent requests beyond a tiny KV budget all complete with 
   assert.equal(m.get('qwenserve_num_preemptions_total'), after.preemptions);
 });
 
+test('a stream whose text the encoder holds back still times its tokens as they are generated', async () => {
+  // logit_bias forces "\n" (token 198 of Qwen3's vocabulary) at every step: leading whitespace is
+  // held while it may still precede <think>, then sent with a later token.
+  // 4 newlines: all of them held to the end of the stream (they could precede <think>).
+  const body = chat('hi', { max_tokens: 4, stream: true, logit_bias: { 198: 100 }, stream_options: { include_usage: true } });
+  const s = await small.stream('/v1/chat/completions', body);
+  assert.equal(s.status, 200);
+  const text = s.events.map((e) => e.json?.choices?.[0]?.delta?.content ?? '').join('');
+  assert.equal(text, '\n'.repeat(4));
+  const id = s.events.find((e) => e.json?.id)?.json.id;
+  const rec = await small.logRecordFor(id);
+  assert.ok(rec, 'log line');
+  assert.equal(rec.completion_tokens, 4);
+  // TTFT at the first token, 3 intervals after it (not one instant at the last chunk).
+  assert.ok(rec.itl_ms_mean !== null && rec.itl_ms_mean > 0, JSON.stringify(rec));
+  assert.ok(rec.decode_ms > 0 && rec.ttft_ms < rec.e2e_ms, JSON.stringify(rec));
+});
+
 test('X-Request-Id: echoed as x-request-id and logged as request_id; an unusable one is ignored', async () => {
   const traced = await small.post('/v1/chat/completions', chat('trace me', { max_tokens: 2 }),
                                   { headers: { 'X-Request-Id': 'gw-trace-42:a.b' } });

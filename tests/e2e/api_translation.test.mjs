@@ -298,6 +298,13 @@ test('messages: a final assistant message is a prefill the reply continues (Anth
   // one opened (the chat route rendering it as history).
   const closed = await chatReference({ max_tokens: 1, messages });
   assert.ok(ref.usage.prompt_tokens < closed.usage.prompt_tokens, `${ref.usage.prompt_tokens} vs ${closed.usage.prompt_tokens}`);
+  // An empty final assistant message is no prefill (Anthropic allows it): the prompt of the user
+  // turn alone, not a finished empty reply followed by a new turn.
+  const without = await anthropic.messages.countTokens({ model: SERVED, messages: [messages[0]] });
+  for (const empty of ['', [], [{ type: 'text', text: '' }]]) {
+    const c = await anthropic.messages.countTokens({ model: SERVED, messages: [messages[0], { role: 'assistant', content: empty }] });
+    assert.equal(c.input_tokens, without.input_tokens, JSON.stringify(empty));
+  }
   // Anthropic refuses a prefill that ends in whitespace.
   const bad = await server.post('/v1/messages', { max_tokens: 4, messages: [messages[0], { role: 'assistant', content: 'Well, ' }] },
                                 { headers: auth });

@@ -276,9 +276,25 @@ function rawRequest(port, bytes, timeoutMs = 5000) {
   });
 }
 
+test('a head above 64 KiB: the 431 the client gets is what the log line says (not a 400)', async () => {
+  const marker = `big-head-${Date.now()}`;
+  const res = await rawExchange(server.port, [`GET /health?${marker} HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(70000)}\r\n\r\n`],
+                                { stall: true, timeoutMs: 5000 });
+  assert.equal(res.status, 431, res.headers);
+  const deadline = Date.now() + 3000;
+  let line;
+  const find = () => server.stderrLines().map((l) => { try { return JSON.parse(l); } catch { return null; } })
+    .filter((r) => r?.status === 431 || r?.error_code === 'malformed_request');
+  while ((line = find()).length === 0 && Date.now() < deadline) await sleep(20);
+  assert.equal(line.length, 1, JSON.stringify(line));
+  assert.equal(line[0].status, 431);
+  assert.equal(line[0].error_code, 'request_header_too_large');
+});
+
 test('an unknown method is a 501, an unparsable head a 400; both close the connection at once', async () => {
   for (const [bytes, status, code] of [
     ['FOO /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n', 501, 'method_not_implemented'],  // RFC 9110 9.1
+    ['TRACE /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n', 501, 'method_not_implemented'],
     ['HELLO\r\n\r\n', 400, 'malformed_request'],
     ['GET /health HTTP/1.1\nHost: x\n\n', 400, 'malformed_request'],  // RFC 9112 2.2: lines end in CRLF
     ['PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 400, 'malformed_request'],  // an HTTP/2 preface
@@ -289,6 +305,10 @@ test('an unknown method is a 501, an unparsable head a 400; both close the conne
     assert.ok(res.closed && res.ms < 2000, `closed after ${Math.round(res.ms)} ms (${res.closed})`);
     assert.equal(res.headers.match(/\r\nConnection:/gi)?.length, 1, res.headers);
   }
+  // Under /v1/messages, Anthropic's shape (the path comes from the refused request line's target).
+  const brew = await rawExchange(server.port, ['BREW /v1/messages HTTP/1.1\r\nHost: x\r\n\r\n'], { stall: true, timeoutMs: 5000 });
+  assert.equal(brew.status, 501, brew.headers);
+  assert.equal(brew.json?.type, 'error', JSON.stringify(brew.json));
   // A rejection of a request that asked to close: one Connection header (httplib added a second).
   const res = await rawExchange(server.port, ['POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'],
                                 { stall: true, timeoutMs: 5000 });

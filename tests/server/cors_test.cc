@@ -106,6 +106,7 @@ TEST(Cors, ActualResponsesToAllowedOriginsCarryAllowOriginAndExposeHeaders) {
   EXPECT_EQ(res.get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
   EXPECT_TRUE(lists(res.get_header_value("Vary"), "Origin"));
   EXPECT_TRUE(lists(res.get_header_value("Access-Control-Expose-Headers"), "x-request-id"));
+  EXPECT_TRUE(lists(res.get_header_value("Access-Control-Expose-Headers"), "request-id"));  // Anthropic's SDKs
   EXPECT_TRUE(lists(res.get_header_value("Access-Control-Expose-Headers"), "Retry-After"));
   // The latency breakdown (issue 12) is readable by a browser client.
   EXPECT_TRUE(lists(res.get_header_value("Access-Control-Expose-Headers"), "Server-Timing"));

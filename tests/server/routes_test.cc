@@ -318,6 +318,16 @@ TEST(Routes, UnparsableHeadsAre400AndUnknownMethods501BothClosing) {
   EXPECT_EQ(not_implemented->status(), 501);
   EXPECT_EQ(res.status, 501);
   EXPECT_EQ(res.get_header_value("Connection"), "close");
+  for (const char* method : {"TRACE", "CONNECT"}) {  // standard methods no route here takes
+    httplib::Request req;
+    req.method = method;
+    req.version = "HTTP/1.1";
+    httplib::Response r;
+    r.status = 400;
+    const std::optional<ApiError> error = fallback_reply(req, r, nullptr, 100);
+    ASSERT_TRUE(error) << method;
+    EXPECT_EQ(error->status(), 501) << method;
+  }
   for (const auto& [method, version] : std::vector<std::pair<std::string, std::string>>{
            {"", ""}, {"G(T", "HTTP/1.1"}, {"GET", "HTTP/2.0"}, {"FOO", "HTTP/9"}}) {
     httplib::Request req;

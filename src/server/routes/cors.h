@@ -35,7 +35,7 @@ std::optional<ApiError> answer_cors_preflight(const httplib::Request& req, httpl
 /// the request id, why to wait, the latency breakdown (Server-Timing, issue 12) and whether the
 /// answer came from the response cache or a degraded server.
 inline constexpr const char* kCorsExposedHeaders =
-    "x-request-id, Retry-After, Server-Timing, x-qwenserve-cache, x-qwenserve-degraded";
+    "x-request-id, request-id, Retry-After, Server-Timing, x-qwenserve-cache, x-qwenserve-degraded";
 
 /// For any response to a request whose Origin is allowed: Access-Control-Allow-Origin ("*" when
 /// `allowed` holds "*", else the origin itself with Vary: Origin), Access-Control-Expose-Headers

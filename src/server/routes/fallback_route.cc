@@ -76,7 +76,8 @@ std::optional<ApiError> fallback_reply(const httplib::Request& req, httplib::Res
   }
   // A head cpp-httplib could not parse: the connection's framing is lost, so it is closed. A
   // well-formed request line with a method nobody here implements is a 501 (RFC 9110 section 9.1).
-  if (res.status == 400 && !httplib_method(req.method)) {
+  const bool not_served = req.method == "TRACE" || req.method == "CONNECT";  // parsed, but no route takes them
+  if (res.status == 400 && (!httplib_method(req.method) || not_served)) {
     res.set_header("Connection", "close");
     if (is_token(req.method) && (req.version == "HTTP/1.1" || req.version == "HTTP/1.0")) {
       res.status = 501;
