@@ -10,6 +10,15 @@
 namespace qs {
 namespace {
 
+// `v` trimmed of spaces and tabs and lowercased (header values and coding names compare so).
+std::string folded(std::string v) {
+  const size_t b = v.find_first_not_of(" \t");
+  const size_t e = v.find_last_not_of(" \t");
+  v = b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+
 // cpp-httplib 0.11 reads Content-Length with strtoull, so "-5" becomes 2^64 - 5 and the request
 // waits for that many bytes until the read timeout, then gets a misleading 413. Returns what is
 // wrong (an invalid value, or two that disagree), or nullopt when every Content-Length is valid and
@@ -43,11 +52,7 @@ std::vector<std::string> transfer_codings(const httplib::Request& req) {
     while (start <= value.size()) {
       size_t end = value.find(',', start);
       if (end == std::string::npos) end = value.size();
-      std::string coding = value.substr(start, end - start);
-      const size_t b = coding.find_first_not_of(" \t");
-      const size_t e = coding.find_last_not_of(" \t");
-      coding = b == std::string::npos ? std::string() : coding.substr(b, e - b + 1);
-      for (char& c : coding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::string coding = folded(value.substr(start, end - start));
       if (!coding.empty()) codings.push_back(coding);  // empty list elements are ignored (RFC 9110 5.6.1)
       start = end + 1;
     }
@@ -67,12 +72,7 @@ ApiError body_too_large_error(unsigned long long bytes, size_t limit) {
 
 // A header's value, lowercased and trimmed of spaces and tabs; "" when absent.
 static std::string normalized_header(const httplib::Request& req, const char* name) {
-  std::string v = req.get_header_value(name);
-  const size_t b = v.find_first_not_of(" \t");
-  const size_t e = v.find_last_not_of(" \t");
-  v = b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
-  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return v;
+  return folded(req.get_header_value(name));
 }
 
 bool has_chunked_body(const httplib::Request& req) {
