@@ -102,14 +102,15 @@ void HttpServer::stop() {
 void HttpServer::answer_error(const httplib::Request& req, httplib::Response& res, const ApiError& error) const {
   send_error(res, error);
   const bool anthropic = is_anthropic_path(req.path);
-  if (anthropic) send_json(res, error.status(), anthropic_error_json(error));  // Anthropic's shape
+  const nlohmann::json anthropic_body = anthropic ? anthropic_error_json(error) : nlohmann::json();
+  if (anthropic) send_json(res, error.status(), anthropic_body);  // Anthropic's shape
   // RFC 9110 section 11.6.1: a 401 names the scheme it wants.
   if (error.status() == 401) res.set_header("WWW-Authenticate", "Bearer");
   // A not-ready /ready is a probe answer, not a rejected request.
   if (!reached_engine(req, res) && req.path != "/ready") {
     // The log line names the error type the client got (Anthropic's on its paths).
     const ApiError logged = anthropic ? ApiError(error.status(), error.what(), error.param(),
-                                                 anthropic_error_json(error)["error"]["type"].get<std::string>(), error.code())
+                                                 anthropic_body["error"]["type"].get<std::string>(), error.code())
                                       : error;
     rejection_logger_.log(logged, req.method, req.path, client_request_id(req));
   }
