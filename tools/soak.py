@@ -17,11 +17,17 @@ Pass (after a warm-up of max(45 s, 20% of DURATION)): RssAnon drifts < 5% (last 
 after warm-up; the mmapped weights are file-backed, not RssAnon; the KV cache is 2 MiB by default
 so that every block has been touched once within the warm-up), fds and threads do not grow
 (threads: last <= first after warm-up, the HTTP worker threads all start at bind; fds: once the
-load has ended, polled for up to 15 s, <= the fewest sampled after warm-up), latency flat (over all
-requests that completed in the last third after warm-up vs. the first third: P50 within 1.5x + 20 ms
-and P99 within 2x + 50 ms; pooled per third, not a median of 10-s window P99s, which rest on ~30
-requests each), no request
-failed other than the deliberate cancellations, and the server is alive at the end.
+load has ended, polled for up to 15 s, <= the fewest sampled after warm-up), latency flat, no
+request failed other than the deliberate cancellations, and the server is alive at the end.
+
+Latency flat is judged on two closed-loop probes of the same mix (other seeds: the same prompts
+would hit the prefix cache), --max-num-seqs at a time, CAL seconds each: the calibration before the
+soak and a probe after it. After vs before: P50 within 1.5x + 20 ms, P99 within 2x + 50 ms, throughput at least 1/1.5 of it.
+A closed loop holds at most --max-num-seqs requests, so its latency is service time and moves in
+proportion to a slower machine; an open loop's latency is mostly queueing, which a noisy shared CI
+machine blows up by bursts: CI run of stop 24 (a 2-vCPU VM) had open-loop 10-s window P99s of
+2337, 2331, 1862, 423, 855, 441, 488, 591, 751, 2312, 1022 ms, no trend, and the pooled thirds
+rule (P50 179 -> 533 ms) failed. The open-loop thirds are still printed, as information.
 
 Usage: tools/soak.py --bin build/release/qwenserve --model tiny.gguf --duration 120 [--out samples.tsv]
 """
@@ -187,21 +193,25 @@ def drive(port, rate, seconds, stats, rng, max_inflight=200):
     return threads
 
 
-def calibrate(port, concurrency, seconds, rng):
+def closed_loop(port, concurrency, seconds, seed):
+    """`concurrency` clients, each sending the next request of its own seeded sequence as soon as
+    the last one ends, for `seconds`. Returns (requests/s completed or cancelled, Stats); the same
+    seed gives the same request sequence per client."""
     stats = Stats()
     stop = time.monotonic() + seconds
+    seeds = random.Random(seed)
 
-    def worker(seed):
-        r = random.Random(seed)
+    def worker(client_seed):
+        r = random.Random(client_seed)
         while time.monotonic() < stop:
             one_request(port, r, stats)
 
-    ts = [threading.Thread(target=worker, args=(rng.random(),)) for _ in range(concurrency)]
+    ts = [threading.Thread(target=worker, args=(seeds.random(),)) for _ in range(concurrency)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return (stats.ok + stats.cancelled) / seconds
+    return (stats.ok + stats.cancelled) / seconds, stats
 
 
 def main():
@@ -238,7 +248,10 @@ def main():
             if server.poll() is not None:
                 sys.exit(f"server exited: {server.stderr.read().decode()[-2000:]}")
             time.sleep(0.2)
-        capacity = calibrate(port, a.max_num_seqs, a.calibrate, rng)
+        # Warm-up, not counted: the first seconds of a fresh server run slower (pages touched the
+        # first time, the chunked-prefill budget still learning): 19.6 req/s cold vs 27.5 after.
+        closed_loop(port, a.max_num_seqs, 5, a.seed + 2)
+        capacity, probe_before = closed_loop(port, a.max_num_seqs, a.calibrate, a.seed)
         rate = a.load * capacity
         print(f"soak: capacity {capacity:.2f} req/s with {a.max_num_seqs} at a time; driving {rate:.2f} req/s "
               f"for {a.duration:.0f} s", flush=True)
@@ -287,6 +300,11 @@ def main():
                 break
             time.sleep(0.5)
         fd_targets = sorted(fd_links(server.pid))
+        capacity_after, probe_after = closed_loop(port, a.max_num_seqs, a.calibrate, a.seed + 1)
+        before_ms = [ms for (_, ms) in probe_before.latencies]
+        after_ms = [ms for (_, ms) in probe_after.latencies]
+        p50_before, p50_after = percentile(before_ms, 0.5), percentile(after_ms, 0.5)
+        p99_before, p99_after = percentile(before_ms, 0.99), percentile(after_ms, 0.99)
         if a.out:
             with open(a.out, "w") as f:
                 f.write(header + "\n" + "\n".join("\t".join(str(x) for x in r) for r in rows) + "\n")
@@ -304,8 +322,11 @@ def main():
         verdict = {
             "rss_anon_drift_pct": round(100 * drift, 2),
             "fds": [fd_base, lastrow[3], fds], "threads": [first[2], lastrow[2], threads],
-            "p50_ms_thirds": [round(p50_first, 1), round(p50_last, 1)],
-            "p99_ms_thirds": [round(p_first, 1), round(p_last, 1)],
+            "probe_p50_ms": [round(p50_before, 1), round(p50_after, 1)],
+            "probe_p99_ms": [round(p99_before, 1), round(p99_after, 1)],
+            "probe_req_per_s": [round(capacity, 2), round(capacity_after, 2)],
+            "open_loop_p50_ms_thirds": [round(p50_first, 1), round(p50_last, 1)],
+            "open_loop_p99_ms_thirds": [round(p_first, 1), round(p_last, 1)],
             "requests_thirds": [len(first_third), len(last_third)],
             "completed": stats.ok, "cancelled": stats.cancelled, "failed": len(stats.failed),
             "kv_after": kv,
@@ -317,12 +338,15 @@ def main():
             problems.append(f"open fds grew {fd_base} -> {fds}: {fd_targets}")
         if threads > first[2]:
             problems.append(f"threads grew {first[2]} -> {threads}")
-        if not (p50_last <= 1.5 * p50_first + 20):
-            problems.append(f"P50 rose {p50_first:.0f} -> {p50_last:.0f} ms")
-        if not (p_last <= 2 * p_first + 50):
-            problems.append(f"P99 rose {p_first:.0f} -> {p_last:.0f} ms")
-        if stats.failed:
-            problems.append(f"{len(stats.failed)} requests failed, e.g. {stats.failed[:3]}")
+        if not (p50_after <= 1.5 * p50_before + 20):
+            problems.append(f"closed-loop P50 rose {p50_before:.0f} -> {p50_after:.0f} ms")
+        if not (p99_after <= 2 * p99_before + 50):
+            problems.append(f"closed-loop P99 rose {p99_before:.0f} -> {p99_after:.0f} ms")
+        if not (capacity_after * 1.5 >= capacity):
+            problems.append(f"closed-loop throughput fell {capacity:.2f} -> {capacity_after:.2f} req/s")
+        failed = stats.failed + probe_before.failed + probe_after.failed
+        if failed:
+            problems.append(f"{len(failed)} requests failed, e.g. {failed[:3]}")
         if kv.get("referenced") != 0:
             problems.append(f"KV blocks still referenced after the load: {kv}")
         if server.poll() is not None:
