@@ -10,7 +10,7 @@
 # loadtest asks for exactly OUTPUT tokens (ignore_eos, as vLLM's benchmark does); a real model
 # under ignore_eos runs to OUTPUT. QS_SERVE_ARGS=--no-output-guard gives that fixed output length
 # (issue 12's closing figures: prediction error P10 -0.11..-0.15, P90 +0.16..+0.24 with it, P90
-# +0.60..+0.63 with the guard's random lengths, session 17).
+# +0.60..+0.63 with the guard's random lengths; sessions 18 and 17).
 # Prints one loadtest JSON line per level (goodput against SLO_MS, TTFT percentiles of admitted
 # requests, 429 share and latency, server breakdown and TTFT prediction error, in ms and relative
 # to the prediction); bench/slo_sweep_table.py turns them into the closing-note table.
