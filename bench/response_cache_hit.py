@@ -14,16 +14,13 @@ halfway through (the load must have filled every slot, or the figure means nothi
 import argparse
 import http.client
 import json
-import signal
-import socket
+import os
 import subprocess
+import sys
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from soak import free_port, percentile, stop_server  # noqa: E402  (tools/soak.py)
 
 
 def gauges(port):
@@ -36,15 +33,6 @@ def gauges(port):
             if line.startswith(name + " "):
                 out[name] = float(line.split()[1])
     return out
-
-
-def percentile(values, q):
-    """Linear-interpolated q-quantile (numpy's default method)."""
-    v = sorted(values)
-    k = (len(v) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 def main():
@@ -118,11 +106,7 @@ def main():
     finally:
         if load is not None and load.poll() is None:
             load.kill()
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
 
 
 if __name__ == "__main__":

@@ -22,12 +22,13 @@ request failed other than the deliberate cancellations, and the server is alive 
 
 Latency flat is judged on two closed-loop probes of the same mix (other seeds: the same prompts
 would hit the prefix cache), --max-num-seqs at a time, CAL seconds each: the calibration before the
-soak and a probe after it. After vs before: P50 within 1.5x + 20 ms, P99 within 2x + 50 ms, throughput at least 1/1.5 of it.
-A closed loop holds at most --max-num-seqs requests, so its latency is service time and moves in
-proportion to a slower machine; an open loop's latency is mostly queueing, which a noisy shared CI
-machine blows up by bursts: CI run of stop 24 (a 2-vCPU VM) had open-loop 10-s window P99s of
-2337, 2331, 1862, 423, 855, 441, 488, 591, 751, 2312, 1022 ms, no trend, and the pooled thirds
-rule (P50 179 -> 533 ms) failed. The open-loop thirds are still printed, as information.
+soak and a probe after it. After vs before: P50 within 1.5x + 20 ms, P99 within 2x + 50 ms,
+throughput at least 1/1.5 of it. A closed loop holds at most --max-num-seqs requests, so its latency
+is service time and moves in proportion to a slower machine; an open loop's latency is mostly
+queueing, which a noisy shared CI machine blows up by bursts: CI run of stop 24 (a 2-vCPU VM) had
+open-loop 10-s window P99s of 2337, 2331, 1862, 423, 855, 441, 488, 591, 751, 2312, 1022 ms, no
+trend, and the pooled thirds rule (P50 179 -> 533 ms) failed. The open-loop thirds are still
+printed, as information.
 
 Usage: tools/soak.py --bin build/release/qwenserve --model tiny.gguf --duration 120 [--out samples.tsv]
 """
@@ -45,6 +46,16 @@ import threading
 import time
 
 PREFIX = "You are a careful assistant. " * 40  # ~240 tokens shared by the multi-turn chats
+
+
+def stop_server(server):
+    """SIGTERM to a `serve` process still running, then up to 30 s for its drain, then SIGKILL."""
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 def free_port():
@@ -319,6 +330,7 @@ def main():
         last_third = [ms for (t, ms) in lat if t_warm + 2 * span / 3 <= t]
         p50_first, p50_last = percentile(first_third, 0.5), percentile(last_third, 0.5)
         p_first, p_last = percentile(first_third, 0.99), percentile(last_third, 0.99)
+        all_failed = stats.failed + probe_before.failed + probe_after.failed
         verdict = {
             "rss_anon_drift_pct": round(100 * drift, 2),
             "fds": [fd_base, lastrow[3], fds], "threads": [first[2], lastrow[2], threads],
@@ -328,7 +340,7 @@ def main():
             "open_loop_p50_ms_thirds": [round(p50_first, 1), round(p50_last, 1)],
             "open_loop_p99_ms_thirds": [round(p_first, 1), round(p_last, 1)],
             "requests_thirds": [len(first_third), len(last_third)],
-            "completed": stats.ok, "cancelled": stats.cancelled, "failed": len(stats.failed),
+            "completed": stats.ok, "cancelled": stats.cancelled, "failed": len(all_failed),
             "kv_after": kv,
         }
         problems = []
@@ -344,9 +356,8 @@ def main():
             problems.append(f"closed-loop P99 rose {p99_before:.0f} -> {p99_after:.0f} ms")
         if not (capacity_after * 1.5 >= capacity):
             problems.append(f"closed-loop throughput fell {capacity:.2f} -> {capacity_after:.2f} req/s")
-        failed = stats.failed + probe_before.failed + probe_after.failed
-        if failed:
-            problems.append(f"{len(failed)} requests failed, e.g. {failed[:3]}")
+        if all_failed:
+            problems.append(f"{len(all_failed)} requests failed, e.g. {all_failed[:3]}")
         if kv.get("referenced") != 0:
             problems.append(f"KV blocks still referenced after the load: {kv}")
         if server.poll() is not None:
@@ -358,12 +369,7 @@ def main():
         print("soak: PASS", flush=True)
         return 0
     finally:
-        if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop_server(server)
 
 
 if __name__ == "__main__":
