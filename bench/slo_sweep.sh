@@ -6,11 +6,11 @@
 #   e.g. bench/slo_sweep.sh /tmp/models/small-f16.gguf 1000 "0.5 1 2 3" 60 256 64
 # QS_LOG_FORMAT=json QS_SERVE_LOG=FILE keeps the server's per-request log lines (predicted and measured
 # TTFT per request) in FILE. QS_SERVE_ARGS adds `serve` options (e.g. --no-mmap).
-# Random-weight models fall into loops that the output guard cuts at random lengths, although
-# loadtest asks for exactly OUTPUT tokens (ignore_eos, as vLLM's benchmark does); a real model
-# under ignore_eos runs to OUTPUT. QS_SERVE_ARGS=--no-output-guard gives that fixed output length
-# (issue 12's closing figures: prediction error P10 -0.11..-0.15, P90 +0.16..+0.24 with it, P90
-# +0.60..+0.63 with the guard's random lengths; sessions 18 and 17).
+# loadtest asks for exactly OUTPUT tokens (ignore_eos, as vLLM's benchmark does), and the server
+# honours it, output guard included, since session 19. Before that a random-weight model's loops
+# were cut by the output guard at random lengths unless QS_SERVE_ARGS=--no-output-guard was given
+# (issue 12's closing figures were taken with it: prediction error P10 -0.11..-0.15, P90
+# +0.16..+0.24; P90 +0.60..+0.63 with the guard's random lengths; sessions 18 and 17).
 # Prints one loadtest JSON line per level (goodput against SLO_MS, TTFT percentiles of admitted
 # requests, 429 share and latency, server breakdown and TTFT prediction error, in ms and relative
 # to the prediction); bench/slo_sweep_table.py turns them into the closing-note table.

@@ -53,7 +53,8 @@ void Engine::emit_token(EngineSequence& seq, const StepOutput& out, int32_t row)
   // Ids past the tokenizer's vocabulary (the embedding's padding rows, e.g. 151669..151935 in
   // Qwen3) have no text.
   const bool has_text = !is_stop_token && token < tokenizer_.vocab_size();
-  if (has_text) text = seq.stop.push(seq.decoder.feed(token));
+  // min_tokens: no stop string ends the output before it has min_tokens tokens (vLLM's rule).
+  if (has_text) text = seq.stop.push(seq.decoder.feed(token), seq.n_output() >= seq.request.min_tokens);
   event.text = std::move(text.text);
   seq.stream->push(std::move(event));
   const std::string_view degenerate = is_stop_token ? std::string_view() : seq.guard.push(token, token_is_blank(token));
@@ -147,6 +148,8 @@ bool Engine::step() {
     in.block_table = seq->block_table;
     in.n_logits = c.needs_logits ? static_cast<int32_t>(1 + c.n_draft) : 0;
     in.sampling = &seq->sampling;
+    in.min_tokens = seq->request.min_tokens;
+    in.stop_token_ids = seq->request.stop_token_ids;
     in.mask_later = c.needs_logits && seq->matcher != nullptr;
     const int32_t row = step_runner_.add(in);  // copies the tokens: verify_tokens_ may be reused
     if (c.needs_logits) logits_owners.push_back({seq, row, c.n_draft});

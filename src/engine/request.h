@@ -26,6 +26,14 @@ struct EngineRequest {
   int32_t max_tokens = 16;                // generated tokens at most (already fitted to context)
   std::vector<std::string> stop_strings;  // text stops (not returned)
   std::vector<int32_t> stop_token_ids;    // token stops, e.g. <|im_end|> (not returned as text)
+  // vLLM's min_tokens: while the output is shorter than this, stop_token_ids are suppressed
+  // (kSuppressLogitBias: a grammar that allows nothing else still ends) and stop strings are not
+  // checked. 0: off.
+  int32_t min_tokens = 0;
+  // vLLM's ignore_eos: the caller has already left the end-of-sequence tokens out of
+  // stop_token_ids; here it also turns the output guard off, since the client asked for exactly
+  // max_tokens tokens (a benchmark), loops included.
+  bool ignore_eos = false;
   int32_t top_logprobs = -1;              // -1: no logprobs; else 0..20 alternatives per token
   bool skip_special_tokens = true;        // drop special tokens from the text
   SteadyClock::time_point arrival = SteadyClock::now();

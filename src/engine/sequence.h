@@ -28,7 +28,7 @@ struct EngineSequence : SchedSequence {
         stream(std::make_shared<RequestStream>()),
         decoder(tokenizer, request.skip_special_tokens),
         stop(request.stop_strings),
-        guard(guard_options) {
+        guard(request.ignore_eos ? OutputGuardOptions{.enabled = false} : guard_options) {
     validate(request.sampling, vocab);
     sampling.params = request.sampling;
     sampling.seed = request.sampling.seed.has_value() ? *request.sampling.seed : random_seed();

@@ -99,6 +99,21 @@ int32_t StepRunner::add(const StepSequence& seq) {
       row.draft_probs_row = first_draft_row + j;
     }
     if (seq.mask_later && seq.allowed_mask.empty()) row.mask_row = base.mask_row + j;
+    if (history_end - seq.n_prompt < seq.min_tokens && !seq.stop_token_ids.empty()) {
+      // This row's own bias range: the request's logit_bias, then the suppressed stop ids.
+      const auto begin = static_cast<int64_t>(sampling_.bias_ids.size());
+      for (int64_t b = base.bias_begin; b < base.bias_begin + base.bias_len; ++b) {
+        sampling_.bias_ids.push_back(sampling_.bias_ids[static_cast<size_t>(b)]);
+        sampling_.bias_values.push_back(sampling_.bias_values[static_cast<size_t>(b)]);
+      }
+      for (const int32_t id : seq.stop_token_ids) {
+        if (id < 0 || id >= sampling_.vocab_rows) continue;
+        sampling_.bias_ids.push_back(id);
+        sampling_.bias_values.push_back(kSuppressLogitBias);
+      }
+      row.bias_begin = begin;
+      row.bias_len = static_cast<int64_t>(sampling_.bias_ids.size()) - begin;
+    }
     sampling_.rows.push_back(row);
   }
   return first_row;

@@ -38,6 +38,10 @@ struct StepSequence {
   int32_t n_logits = 0;                       // logits rows for the last n_logits tokens (0, 1, or
                                               // 1 + k for a decode token and k verified drafts)
   const SequenceSampling* sampling = nullptr; // null: greedy, no logprobs
+  // vLLM's min_tokens: a logits row whose output so far (tokens past n_prompt) is shorter than
+  // min_tokens gets kSuppressLogitBias (sampling_params.h) on every id of stop_token_ids. 0: off.
+  int32_t min_tokens = 0;
+  std::span<const int32_t> stop_token_ids;
   bool want_logits = false;                   // return the raw logits rows too
   std::span<const uint32_t> allowed_mask;     // empty, or [ceil(vocab_rows / 32)] u32 for every row
   // Reserve one mask row per logits row (all tokens allowed until written) that the caller fills

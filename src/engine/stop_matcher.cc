@@ -10,13 +10,15 @@ StopMatcher::StopMatcher(std::vector<std::string> stop_strings) {
   }
 }
 
-StopMatcher::Result StopMatcher::push(std::string_view delta) {
+StopMatcher::Result StopMatcher::push(std::string_view delta, bool may_stop) {
   Result result;
   if (stopped_) return result;
   pending_.append(delta);
   // Earliest complete occurrence of any stop string.
   size_t first = std::string::npos;
-  for (const auto& stop : stop_strings_) first = std::min(first, pending_.find(stop));
+  if (may_stop) {
+    for (const auto& stop : stop_strings_) first = std::min(first, pending_.find(stop));
+  }
   if (first != std::string::npos) {
     result.text = pending_.substr(0, first);
     result.stopped = true;

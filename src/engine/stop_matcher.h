@@ -20,7 +20,10 @@ class StopMatcher {
   };
 
   /// Appends `delta` and returns what can be emitted. After a stop, further calls return nothing.
-  Result push(std::string_view delta);
+  /// With `may_stop` false (vLLM's min_tokens: no stop check before the output has min_tokens
+  /// tokens) a complete stop string is passed through as text; only a suffix that may still begin
+  /// one is held back, so a later call can match a stop string that ends in its own delta.
+  Result push(std::string_view delta, bool may_stop = true);
   /// End of generation: returns the held-back text (it cannot complete a stop string any more).
   std::string flush();
 

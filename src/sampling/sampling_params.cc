@@ -50,7 +50,7 @@ void validate(const SamplingParams& params, int32_t vocab_size) {
       throw Error("sampling parameter logit_bias: token id " + std::to_string(token) +
                   " must be in [0, " + std::to_string(vocab_size) + ")");
     }
-    if (!(bias >= -100.0f && bias <= 100.0f)) {
+    if (!(bias >= -100.0f && bias <= 100.0f) && bias != kSuppressLogitBias) {
       fail("logit_bias[" + std::to_string(token) + "]", "in [-100, 100]", bias);
     }
   }

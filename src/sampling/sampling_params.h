@@ -37,11 +37,16 @@ struct SamplingParams {
   std::optional<uint64_t> seed;
 };
 
+/// The logit bias the engine puts on a token it suppresses (vLLM's min_tokens on the stop tokens):
+/// far below any logit, so the token is never drawn while another is allowed, yet finite, so a
+/// row whose allowed-token mask leaves only that token still picks it. Not a client value.
+constexpr float kSuppressLogitBias = -1e30f;
+
 /// Checks every field of `params` for a vocabulary of `vocab_size` tokens and throws qs::Error
 /// naming the first offending field, its allowed range and the value received. Allowed:
 /// temperature finite and >= 0; top_k any value; top_p in (0, 1]; min_p in [0, 1];
 /// repetition_penalty finite and > 0; presence_penalty and frequency_penalty in [-2, 2];
-/// logit_bias ids in [0, vocab_size) with values in [-100, 100]. NaN is rejected everywhere.
+/// logit_bias ids in [0, vocab_size) with values in [-100, 100] or kSuppressLogitBias. NaN is rejected everywhere.
 void validate(const SamplingParams& params, int32_t vocab_size);
 
 /// 64 bits from std::random_device: the seed of a request that sets none.

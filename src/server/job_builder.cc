@@ -1,5 +1,6 @@
 #include "server/job_builder.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -82,7 +83,14 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
     if (f.sampling.seed) r.sampling.seed = *f.sampling.seed + static_cast<uint64_t>(i);
     r.max_tokens = job.max_tokens;
     r.stop_strings = f.stop;
-    r.stop_token_ids = default_stop_token_ids(ctx.tokenizer);
+    if (!f.ignore_eos) r.stop_token_ids = default_stop_token_ids(ctx.tokenizer);
+    for (const int32_t id : f.stop_token_ids) {
+      if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), id) == r.stop_token_ids.end()) {
+        r.stop_token_ids.push_back(id);
+      }
+    }
+    r.min_tokens = f.min_tokens;
+    r.ignore_eos = f.ignore_eos;
     r.grammar = grammar;
     r.top_logprobs = f.logprobs ? f.top_logprobs : -1;
     r.arrival = job.arrival;

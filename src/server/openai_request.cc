@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -106,6 +107,33 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, int32_
   return out;
 }
 
+// vLLM's "stop_token_ids": null or an array of at most kMaxStopTokenIds token ids in
+// [0, vocab_size) (duplicates dropped). The bound keeps the per-token stop check and min_tokens'
+// per-row suppression list short.
+constexpr size_t kMaxStopTokenIds = 1024;
+
+std::vector<int32_t> parse_stop_token_ids(const json& body, int32_t vocab_size) {
+  const json* v = field(body, "stop_token_ids");
+  if (v == nullptr) return {};
+  if (!v->is_array()) throw invalid_param("stop_token_ids", "stop_token_ids must be an array of token ids");
+  if (v->size() > kMaxStopTokenIds) {
+    throw invalid_param("stop_token_ids", "stop_token_ids must have at most " + std::to_string(kMaxStopTokenIds) +
+                                              " ids, got " + std::to_string(v->size()));
+  }
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& id = (*v)[i];
+    const std::string param = "stop_token_ids[" + std::to_string(i) + "]";
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
+      throw invalid_param(param, param + " must be a token id in [0, " + std::to_string(vocab_size) + "), got " +
+                                     id.dump());
+    }
+    const auto t = static_cast<int32_t>(id.get<int64_t>());
+    if (std::find(ids.begin(), ids.end(), t) == ids.end()) ids.push_back(t);
+  }
+  return ids;
+}
+
 GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
   GenerationFields f;
   if (const json* m = field(body, "model")) {
@@ -145,6 +173,13 @@ GenerationFields parse_generation_fields(const json& body, int32_t vocab_size) {
     f.slo_ttft_ms = number_in(body, "slo_ttft_ms", 0.0, 1e9, 0.0);
     if (*f.slo_ttft_ms <= 0.0) throw invalid_param("slo_ttft_ms", "slo_ttft_ms must be a number of milliseconds > 0");
   }
+  f.ignore_eos = boolean(body, "ignore_eos", false);
+  f.min_tokens = static_cast<int32_t>(integer_in(body, "min_tokens", 0, INT32_MAX).value_or(0));
+  if (f.max_tokens && f.min_tokens > *f.max_tokens) {
+    throw invalid_param("min_tokens", "min_tokens must be less than or equal to max_tokens (" +
+                                          std::to_string(*f.max_tokens) + "), got " + std::to_string(f.min_tokens));
+  }
+  f.stop_token_ids = parse_stop_token_ids(body, vocab_size);
   f.echo = boolean(body, "echo", false);
   if (field(body, "timeout") != nullptr) {
     f.timeout_s = number_in(body, "timeout", 0.0, 1e7, 0.0);

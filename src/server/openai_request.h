@@ -34,6 +34,14 @@ struct GenerationFields {
   bool include_timings = false;       // stream_options.include_timings: "timings" on the last SSE chunk
   int32_t priority = 0;               // vLLM's "priority": lower is scheduled sooner, ties FIFO
   std::optional<double> slo_ttft_ms;  // "slo_ttft_ms": this request's TTFT SLO (> 0), else --slo-ttft-ms
+  // vLLM's sampling extensions. ignore_eos: the model's end-of-sequence tokens (<|im_end|>,
+  // <|endoftext|>) do not stop the output, and the output guard is off: exactly max_tokens tokens
+  // unless a stop string, a stop_token_ids token or a grammar ends it. min_tokens (<= max_tokens):
+  // no stop token nor stop string ends the output before it has this many tokens.
+  // stop_token_ids: more token ids that end the output (not returned as text), ids in [0, vocab).
+  bool ignore_eos = false;
+  int32_t min_tokens = 0;
+  std::vector<int32_t> stop_token_ids;
   // The grammar source the output must follow (server/structured_output.h): response_format,
   // structured_outputs, guided_*, json_schema / grammar, or (chat) a forced tool_choice. Other
   // APIs (/v1/responses text.format, /v1/messages tool_choice) set it the same way; the job

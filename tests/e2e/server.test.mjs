@@ -381,6 +381,63 @@ test('logit_bias +100 forces a token', async () => {
   assert.equal(r.json.choices[0].message.content, 'HelloHelloHello');
 });
 
+test('ignore_eos, min_tokens and stop_token_ids follow vLLM', async () => {
+  // Qwen3's <|im_end|> (tokenizer.json's added_tokens), the chat template's end of turn: +100 makes
+  // it the greedy pick at every position it is allowed.
+  const IM_END = 151645;
+  const chat = (extra) => main.post('/v1/chat/completions',
+    { model: SERVED, messages: MESSAGES, temperature: 0, max_tokens: 40, logit_bias: { [IM_END]: 100 }, ...extra });
+  const check = (r, finish, tokens) => {
+    assert.equal(r.status, 200, r.text);
+    tally.generationOk++;
+    assert.equal(r.json.choices[0].finish_reason, finish, r.text);
+    assert.equal(r.json.usage.completion_tokens, tokens, r.text);
+  };
+  // The end-of-sequence token ends the output at once (it is counted, as OpenAI and vLLM count it).
+  let r = await chat({});
+  check(r, 'stop', 1);
+  assert.equal(r.json.choices[0].message.content, '');
+  // ignore_eos: exactly max_tokens, the same token 40 times (the output guard, which cuts 16
+  // repeats of one token, is off for the request).
+  check(await chat({ ignore_eos: true }), 'length', 40);
+  // min_tokens: the first 5 tokens may not be a stop token, the 6th is.
+  check(await chat({ min_tokens: 5 }), 'stop', 6);
+  check(await chat({ min_tokens: 40 }), 'length', 40);
+  // stop_token_ids: a forced "Hello" ends the output (not returned as text), with or without the
+  // end-of-sequence tokens.
+  const { tokens } = await tokenizePrompt(main, 'Hello');
+  r = await chat({ logit_bias: { [tokens[0]]: 100 }, stop_token_ids: [tokens[0]], ignore_eos: true });
+  check(r, 'stop', 1);
+  assert.equal(r.json.choices[0].message.content, '');
+  // A stop string is not checked before min_tokens either: "Hello" three times, then the stop.
+  r = await chat({ logit_bias: { [tokens[0]]: 100 }, stop: ['Hello'], min_tokens: 3, max_tokens: 10 });
+  check(r, 'stop', 3);
+  assert.equal(r.json.choices[0].message.content, 'HelloHello');
+  // Streaming: the same counts in the usage chunk.
+  const res = await fetch(`${main.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: SERVED, messages: MESSAGES, temperature: 0, max_tokens: 40, logit_bias: { [IM_END]: 100 },
+      min_tokens: 7, stream: true, stream_options: { include_usage: true } }),
+  });
+  assert.equal(res.status, 200);
+  tally.generationOk++;
+  const events = (await res.text()).split('\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
+    .map((l) => JSON.parse(l.slice(6)));
+  assert.equal(events.find((e) => e.choices[0]?.finish_reason)?.choices[0].finish_reason, 'stop');
+  assert.equal(events.at(-1).usage.completion_tokens, 8);
+  // Bad values are 400s naming the field.
+  const ok = { model: SERVED, messages: MESSAGES, max_tokens: 2 };
+  const route = '/v1/chat/completions';
+  await expect400(route, { ...ok, ignore_eos: 'yes' }, 'ignore_eos');
+  await expect400(route, { ...ok, min_tokens: -1 }, 'min_tokens');
+  await expect400(route, { ...ok, min_tokens: 3 }, 'min_tokens');  // more than max_tokens
+  await expect400(route, { ...ok, stop_token_ids: 5 }, 'stop_token_ids');
+  await expect400(route, { ...ok, stop_token_ids: [151936] }, 'stop_token_ids[0]');
+  await expect400(route, { ...ok, stop_token_ids: [1, 'x'] }, 'stop_token_ids[1]');
+  await expect400(route, { ...ok, stop_token_ids: Array(1025).fill(1) }, 'stop_token_ids');
+  await expect400('/v1/completions', { model: SERVED, prompt: 'Hi', max_tokens: 2, min_tokens: 3 }, 'min_tokens');
+});
+
 test('seed determinism', async () => {
   const body = (seed) => ({ model: SERVED, messages: MESSAGES, temperature: 1, top_p: 0.95, seed, max_tokens: 16 });
   const a = await client.chat.completions.create(body(42));

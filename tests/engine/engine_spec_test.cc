@@ -159,6 +159,37 @@ TEST_F(EngineFixture, SpecStopTokenInsideDraftsEndsTheSequenceThere) {
   EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
 }
 
+TEST_F(EngineFixture, SpecMinTokensHoldsAtEveryDraftPosition) {
+  // A stop id taken from the plain output's early tokens, with min_tokens past its first
+  // occurrences: the verify rows suppress it at the draft positions below min_tokens exactly as
+  // one-token steps do, so the outputs are identical.
+  std::vector<Collected> plain;
+  std::vector<EngineRequest> requests;
+  for (const auto& p : random_prompts(6, 29)) requests.push_back(greedy_request(p, 40));
+  {
+    Engine engine(*backend, tokenizer, options_with(8, 32, false));
+    plain = run_all(engine, requests);
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_GE(plain[i].tokens.size(), 12u);
+    requests[i].stop_token_ids = {plain[i].tokens[2]};
+    requests[i].min_tokens = 10;
+  }
+  {
+    Engine engine(*backend, tokenizer, options_with(8, 32, false));
+    plain = run_all(engine, requests);
+  }
+  Engine engine(*backend, tokenizer, options_with(8, 32, true));
+  const std::vector<Collected> spec = run_all(engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_GE(plain[i].tokens.size(), 11u) << "request " << i;
+    for (size_t j = 0; j < 10 && j < plain[i].tokens.size(); ++j) EXPECT_NE(plain[i].tokens[j], requests[i].stop_token_ids[0]);
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+    EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << "request " << i;
+  }
+  EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
+}
+
 TEST_F(EngineFixture, SpecPrefixCacheServesOnlyAcceptedTokens) {
   // A: speculative, its full blocks enter the prefix cache. B's prompt is A's prompt + output:
   // on the same engine it reuses those blocks, and its output must equal B's output on a fresh

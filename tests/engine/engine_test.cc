@@ -82,6 +82,52 @@ TEST_F(EngineFixture, RequestLargerThanTheKvCacheIsRejectedAtAdmission) {
   EXPECT_EQ(collect(*engine.submit(greedy_request(std::vector<int32_t>(40, 5), 24))).tokens.size(), 24u);
 }
 
+TEST_F(EngineFixture, MinTokensSuppressesStopTokensUntilReached) {
+  // A +100 bias makes token 65 the greedy pick wherever it is allowed, and it is a stop token:
+  // without min_tokens it ends the output at once; with min_tokens = k the first k tokens are
+  // something else and token k + 1 is the stop (vLLM's rule).
+  Engine engine(*backend, tokenizer, engine_options(4, 32));
+  for (int32_t k : {0, 1, 4, 11}) {
+    EngineRequest r = greedy_request({10, 20, 30}, 24);
+    r.sampling.logit_bias = {{65, 100.0f}};
+    r.stop_token_ids = {65, 66};
+    r.min_tokens = k;
+    const Collected c = collect(*engine.submit(r));
+    ASSERT_EQ(c.tokens.size(), static_cast<size_t>(k + 1)) << "min_tokens " << k;
+    EXPECT_EQ(c.tokens.back(), 65);
+    for (int32_t i = 0; i < k; ++i) EXPECT_TRUE(c.tokens[i] != 65 && c.tokens[i] != 66) << i;
+    EXPECT_EQ(c.finish_reason, "stop");
+  }
+  // Sampled rows too: the suppressed stop is never drawn, and min_tokens above max_tokens runs to
+  // max_tokens.
+  EngineRequest r = greedy_request({10, 20, 30}, 6);
+  r.sampling.temperature = 0.8f;
+  r.sampling.seed = 5;
+  r.sampling.logit_bias = {{65, 100.0f}};
+  r.stop_token_ids = {65};
+  r.min_tokens = 100;
+  const Collected c = collect(*engine.submit(r));
+  EXPECT_EQ(c.tokens.size(), 6u);
+  EXPECT_EQ(std::count(c.tokens.begin(), c.tokens.end(), 65), 0);
+  EXPECT_EQ(c.finish_reason, "length");
+  EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
+}
+
+TEST_F(EngineFixture, IgnoreEosTurnsTheOutputGuardOff) {
+  // One token forced 40 times: the guard (on by default) cuts a 16-fold repeat, ignore_eos asks
+  // for exactly max_tokens.
+  Engine engine(*backend, tokenizer, engine_options(4, 32));
+  EngineRequest r = greedy_request({10, 20, 30}, 40);
+  r.sampling.logit_bias = {{65, 100.0f}};
+  const Collected guarded = collect(*engine.submit(r));
+  EXPECT_LT(guarded.tokens.size(), 40u);
+  EXPECT_EQ(guarded.stop_cause, "degenerate_repetition");
+  r.ignore_eos = true;
+  const Collected exact = collect(*engine.submit(r));
+  EXPECT_EQ(exact.tokens, std::vector<int32_t>(40, 65));
+  EXPECT_EQ(exact.finish_reason, "length");
+}
+
 TEST_F(EngineFixture, StopStringEndsGenerationAndIsNotReturned) {
   Engine engine(*backend, tokenizer, engine_options(4, 32));
   const Collected free_run = collect(*engine.submit(greedy_request({10, 20, 30}, 12)));
@@ -93,6 +139,19 @@ TEST_F(EngineFixture, StopStringEndsGenerationAndIsNotReturned) {
   const Collected stopped = collect(*engine.submit(r));
   EXPECT_EQ(stopped.finish_reason, "stop");
   EXPECT_EQ(stopped.text, free_run.text.substr(0, free_run.text.find(stop)));
+}
+
+TEST(StopMatcher, UnarmedPushPassesStopStringsThroughButKeepsAPossibleStart) {
+  // vLLM's min_tokens: before it, a complete stop string is text; a stop string that ends in a
+  // later (armed) delta still stops there, even when it began in an unarmed one.
+  StopMatcher m({"STOP"});
+  EXPECT_EQ(m.push("a STOP b ST", false).text, "a STOP b ");
+  const auto r = m.push("OP tail", true);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "");
+  StopMatcher n({"STOP"});
+  EXPECT_EQ(n.push("STOP", false).text, "STOP");
+  EXPECT_FALSE(n.push("x", true).stopped);  // the earlier match is not found again once armed
 }
 
 TEST(StopMatcher, HoldsBackPrefixesAcrossDeltas) {

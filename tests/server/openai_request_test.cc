@@ -106,6 +106,34 @@ TEST(OpenAiRequest, StopIsAStringOrAnArrayOfStrings) {
   expect_rejected(chat_body({{"stop", {"a", 5}}}), "stop");
 }
 
+TEST(OpenAiRequest, VllmStopExtensions) {
+  // Absent: off (vLLM's defaults).
+  const GenerationFields d = parse_chat_request(chat_body(), kVocab).fields;
+  EXPECT_FALSE(d.ignore_eos);
+  EXPECT_EQ(d.min_tokens, 0);
+  EXPECT_TRUE(d.stop_token_ids.empty());
+  const GenerationFields f = parse_chat_request(
+      chat_body({{"ignore_eos", true}, {"min_tokens", 4}, {"max_tokens", 4}, {"stop_token_ids", {7, 0, 7, kVocab - 1}}}),
+      kVocab).fields;
+  EXPECT_TRUE(f.ignore_eos);
+  EXPECT_EQ(f.min_tokens, 4);  // min_tokens == max_tokens is allowed
+  EXPECT_EQ(f.stop_token_ids, (std::vector<int32_t>{7, 0, kVocab - 1}));  // duplicates dropped
+  // min_tokens without max_tokens: the output length is bounded by the context, not by min_tokens.
+  EXPECT_EQ(parse_chat_request(chat_body({{"min_tokens", 100000}}), kVocab).fields.min_tokens, 100000);
+  expect_rejected(chat_body({{"ignore_eos", 1}}), "ignore_eos");
+  expect_rejected(chat_body({{"min_tokens", -1}}), "min_tokens");
+  expect_rejected(chat_body({{"min_tokens", 2.5}}), "min_tokens");
+  expect_rejected(chat_body({{"min_tokens", 5}, {"max_tokens", 4}}), "min_tokens");
+  expect_rejected(completion_body({{"min_tokens", 5}, {"max_completion_tokens", 4}}), "min_tokens", false);
+  expect_rejected(chat_body({{"stop_token_ids", 7}}), "stop_token_ids");
+  expect_rejected(chat_body({{"stop_token_ids", {1, kVocab}}}), "stop_token_ids[1]");
+  expect_rejected(chat_body({{"stop_token_ids", {-1}}}), "stop_token_ids[0]");
+  expect_rejected(chat_body({{"stop_token_ids", {"1"}}}), "stop_token_ids[0]");
+  expect_rejected(chat_body({{"stop_token_ids", ojson(std::vector<int>(1025, 1))}}), "stop_token_ids");
+  EXPECT_EQ(parse_chat_request(chat_body({{"stop_token_ids", ojson(std::vector<int>(1024, 1))}}), kVocab)
+                .fields.stop_token_ids.size(), 1u);
+}
+
 TEST(OpenAiRequest, NIsAPositiveInteger) {
   EXPECT_EQ(parse_chat_request(chat_body({{"n", 3}}), kVocab).fields.n, 3);
   expect_rejected(chat_body({{"n", 0}}), "n");
