@@ -2,6 +2,7 @@
 // every matcher (one per sequence) on any thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -58,6 +59,7 @@ struct CompiledGrammar {
   std::unique_ptr<TokenMaskCache> position_tokens;  // over `grammar`; positions classified
                                                     // on first use are filled by matchers
   double compile_ms = 0;                            // wall time of parse + mask cache build
+  uint64_t max_mask_steps = UINT64_MAX;             // CompileLimits::max_mask_steps
   mutable TopsMaskCache tops_cache;                 // thread-safe; filled by matchers
 
   /// Grammar elements plus the token classes built so far (grows as matchers fill positions).

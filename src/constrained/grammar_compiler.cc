@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "constrained/gbnf_parser.h"
+#include "constrained/grammar_matcher.h"
 #include "constrained/json_schema_grammar.h"
 #include "constrained/regex_grammar.h"
 #include "core/error.h"
@@ -144,6 +145,14 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSou
   cg->grammar = parse_grammar_source(source, limits_);
   cg->vocab = vocab_;
   cg->position_tokens = std::make_unique<TokenMaskCache>(cg->grammar, vocab_, deadline, limits_.max_parser_states);
+  cg->max_mask_steps = limits_.max_mask_steps;
+  {
+    // The first mask, built here (off the engine's thread) so that a grammar too ambiguous for
+    // masks is refused before it is queued; its shared caches then serve the first request.
+    GrammarMatcher first(cg);
+    std::vector<uint32_t> words(static_cast<size_t>(first.mask_words()));
+    first.fill_next_token_bitmask(words.data());
+  }
   cg->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::shared_ptr<const CompiledGrammar> result = std::move(cg);

@@ -47,6 +47,15 @@ struct CompileLimits {
   double max_seconds = 10.0;            // wall time of one compile
   int max_schema_depth = 64;            // nesting of schemas / $ref resolutions
   int64_t max_repeat = 10'000;          // a bound such as maxLength / maxItems / {m,n}
+  // Parser work of one token mask: live parser stacks stepped over one byte, summed over the
+  // tokens the position cache leaves uncertain (tokens sharing a prefix step it once). A mask
+  // runs while the engine's batch waits, so an ambiguous grammar (e.g. a counted repeat of a
+  // wide class followed by overlapping alternatives) must not stall every other request: past
+  // this the mask throws (the request fails; at compile time, where the first mask is built, a
+  // 400). About 20 ns per step on a Zen 4 core: 8M is ~0.2 s. Over the Qwen3 vocabulary `.{100}`
+  // needs 3-4M (65-100 ms), a typical JSON schema none (no uncertain tokens); the fuzz-found
+  // `[^-az]{15}(-[,-]90)c+.(.o0)c+.(.om|org)` needed ~1e9 (54 s per mask) before the limit.
+  uint64_t max_mask_steps = 8'000'000;
 };
 
 /// The byte-level grammar of a source, without a vocabulary (for tests and validation).

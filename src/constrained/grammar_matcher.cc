@@ -140,24 +140,54 @@ void GrammarMatcher::compute_mask(uint32_t* words) {
     } else {
       merge_tops(tops_, positions, nwords, words, group_);
     }
-    // Uncertain tokens, each checked once against the whole state by the exact parser.
-    for (int32_t id : group_) {
-      if ((words[id >> 5] >> (id & 31)) & 1) continue;
-      scratch_a_ = state;
-      bool ok = true;
-      for (char c : v.bytes(id)) {
-        pool_.step(scratch_a_, static_cast<uint8_t>(c), scratch_b_);
-        if (scratch_b_.empty()) {
-          ok = false;
-          break;
-        }
-        std::swap(scratch_a_, scratch_b_);
-      }
-      if (ok) words[id >> 5] |= 1u << (id & 31);
-    }
+    check_uncertain(state, words);
   }
   if (is_terminated() || can_terminate()) {
     for (int32_t id : v.stop_ids()) words[id >> 5] |= 1u << (id & 31);
+  }
+}
+
+void GrammarMatcher::check_uncertain(const std::vector<int32_t>& state, uint32_t* words) {
+  // The uncertain tokens, each checked against the whole state by the exact parser, in trie order:
+  // depth_states_[d] is the state after the first d bytes of the previous token, so a shared
+  // prefix is stepped once (the Qwen3 vocabulary's 976k token bytes are 333k trie nodes).
+  const TokenVocabulary& v = *grammar_->vocab;
+  pending_.clear();  // trie ranks of the tokens still to check
+  for (int32_t id : group_) {
+    // Ids outside the trie (never allowed) cannot be uncertain; skipped all the same.
+    if (!((words[id >> 5] >> (id & 31)) & 1) && v.trie_rank(id) >= 0) pending_.push_back(v.trie_rank(id));
+  }
+  std::sort(pending_.begin(), pending_.end());
+  if (depth_states_.size() < static_cast<size_t>(v.max_token_bytes()) + 1) {
+    depth_states_.resize(static_cast<size_t>(v.max_token_bytes()) + 1);
+  }
+  depth_states_[0] = state;
+  const uint64_t budget = grammar_->max_mask_steps;
+  uint64_t work = 0;
+  size_t valid = 0;  // depth_states_[0, valid] hold the previous token's prefixes
+  const std::string* prev = nullptr;
+  for (int32_t rank : pending_) {
+    const int32_t id = v.trie_tokens()[static_cast<size_t>(rank)];
+    const std::string& bytes = v.bytes(id);
+    size_t d = 0;
+    if (prev != nullptr) {
+      while (d < valid && d < bytes.size() && d < prev->size() && bytes[d] == (*prev)[d]) ++d;
+    }
+    while (d < bytes.size() && !depth_states_[d].empty()) {
+      work += depth_states_[d].size();
+      if (work > budget) {
+        throw Error("structured output: the grammar is too ambiguous at output token " + std::to_string(num_accepted()) +
+                    ": its token mask needs more than " + std::to_string(budget) +
+                    " parser steps (the limit; " + std::to_string(state.size()) +
+                    " live parses); simplify it, e.g. fewer overlapping alternatives or shorter counted repeats of wide "
+                    "character classes");
+      }
+      pool_.step(depth_states_[d], static_cast<uint8_t>(bytes[d]), depth_states_[d + 1]);
+      ++d;
+    }
+    valid = d;
+    prev = &bytes;
+    if (d == bytes.size() && !depth_states_[d].empty()) words[id >> 5] |= 1u << (id & 31);
   }
 }
 

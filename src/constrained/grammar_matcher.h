@@ -35,7 +35,9 @@ class GrammarMatcher {
   bool accept_token(int32_t id);
   /// Advances over raw bytes (one history entry); false and no change when they do not fit.
   bool accept_bytes(std::string_view bytes);
-  /// Writes the allowed-token bitmask of the next step into words[0, mask_words()).
+  /// Writes the allowed-token bitmask of the next step into words[0, mask_words()). Throws
+  /// qs::Error when the mask needs more parser work than the grammar's max_mask_steps
+  /// (CompileLimits); the matcher is unchanged and may be used again.
   void fill_next_token_bitmask(uint32_t* words);
   /// The grammar may end here (a stop token is allowed).
   bool can_terminate() const;
@@ -59,6 +61,9 @@ class GrammarMatcher {
   std::vector<uint8_t> terminated_;
   size_t dropped_ = 0;
   void compute_mask(uint32_t* words);
+  /// Sets the bits of the group_ tokens the exact parser accepts from `state`; throws qs::Error
+  /// past the grammar's max_mask_steps.
+  void check_uncertain(const std::vector<int32_t>& state, uint32_t* words);
 
   /// Masks of recently seen parser states (a state repeats while a string or loop goes on).
   struct CachedMask {
@@ -68,7 +73,8 @@ class GrammarMatcher {
   static constexpr size_t kMaskCacheSize = 8;
   std::vector<CachedMask> mask_cache_;
   size_t mask_cache_next_ = 0;
-  std::vector<int32_t> scratch_a_, scratch_b_, group_, tops_;
+  std::vector<int32_t> scratch_a_, scratch_b_, group_, tops_, pending_;
+  std::vector<std::vector<int32_t>> depth_states_;  // check_uncertain's parser state per prefix length
   std::vector<std::array<int32_t, 3>> keys_;
 };
 

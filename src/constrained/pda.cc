@@ -21,7 +21,8 @@ int32_t StackPool::single(int32_t pos) {
 }
 
 int32_t StackPool::intern(int32_t pos, int32_t parent, int32_t count) {
-  auto [it, fresh] = index_.emplace(Key{pos, parent, count}, static_cast<int32_t>(nodes_.size()));
+  // try_emplace: no node is allocated when the key is already there (the common case).
+  auto [it, fresh] = index_.try_emplace(Key{pos, parent, count}, static_cast<int32_t>(nodes_.size()));
   if (fresh) {
     nodes_.push_back({pos, parent, count});
     approx_.push_back(parent == kApproxBottom || (parent >= 0 && approx_[parent]));

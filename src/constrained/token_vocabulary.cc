@@ -80,6 +80,8 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes,
     trie_[path.back()].skip = static_cast<int32_t>(trie_.size());
     path.pop_back();
   }
+  trie_rank_.assign(bytes_.size(), -1);
+  for (size_t i = 0; i < trie_tokens_.size(); ++i) trie_rank_[static_cast<size_t>(trie_tokens_[i])] = static_cast<int32_t>(i);
   uint64_t h = 1469598103934665603ULL;
   for (const auto& b : bytes_) {
     const uint64_t n = b.size();

@@ -55,6 +55,9 @@ class TokenVocabulary {
   const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
   /// [begin, end) into trie_tokens() of node i (empty unless trie()[i].has_tokens).
   std::pair<int32_t, int32_t> token_range(size_t i) const { return {token_begin_[i], token_end_[i]}; }
+  /// Index of grammar token `id` in trie_tokens() (byte-lexicographic order), -1 for others:
+  /// sorting ids by it puts tokens sharing a prefix next to each other.
+  int32_t trie_rank(int32_t id) const { return id >= 0 && id < size() ? trie_rank_[id] : -1; }
   int32_t max_token_bytes() const { return max_depth_; }
   /// A hash of all of the above, part of the grammar cache key.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -66,6 +69,7 @@ class TokenVocabulary {
   int32_t rows_;
   std::vector<TrieNode> trie_;
   std::vector<int32_t> trie_tokens_;
+  std::vector<int32_t> trie_rank_;  // per id: index in trie_tokens_, -1 outside the trie
   std::vector<int32_t> token_begin_, token_end_;  // per trie node
   int32_t max_depth_ = 0;
   uint64_t fingerprint_ = 0;

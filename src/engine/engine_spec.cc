@@ -47,11 +47,16 @@ void Engine::fill_verify_masks(EngineSequence& seq, int32_t row, int64_t n_draft
   // are never used (left all-allowed).
   constrained::GrammarMatcher& matcher = *seq.matcher;
   size_t advanced = 0;
-  for (int64_t j = 0; j <= n_draft; ++j) {
-    matcher.fill_next_token_bitmask(step_runner_.mask_row(row + static_cast<int32_t>(j)).data());
-    if (j == n_draft || !matcher.accept_token(seq.draft_tokens[static_cast<size_t>(j)])) break;
-    ++advanced;
-    if (matcher.is_terminated()) break;  // a stop draft: the sequence ends there if accepted
+  try {
+    for (int64_t j = 0; j <= n_draft; ++j) {
+      matcher.fill_next_token_bitmask(step_runner_.mask_row(row + static_cast<int32_t>(j)).data());
+      if (j == n_draft || !matcher.accept_token(seq.draft_tokens[static_cast<size_t>(j)])) break;
+      ++advanced;
+      if (matcher.is_terminated()) break;  // a stop draft: the sequence ends there if accepted
+    }
+  } catch (...) {
+    matcher.rollback(advanced);
+    throw;
   }
   matcher.rollback(advanced);
 }

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "engine/output_guard.h"
 #include "engine/sequence.h"
@@ -158,13 +159,20 @@ bool Engine::step() {
   }
   // Masks are written between launch and wait (the backend reads them when it samples): the
   // workers start first, so they overlap the CPU backend's forward pass inside launch() too.
+  // A mask that cannot be built (the grammar's mask work limit: constrained/grammar_compiler.h)
+  // fails its own sequence after the step, never the batch.
+  std::vector<std::string> mask_errors(constrained.size());
   if (!constrained.empty()) {
-    mask_workers_.start(static_cast<int>(constrained.size()), [this, &constrained](int i) {
+    mask_workers_.start(static_cast<int>(constrained.size()), [this, &constrained, &mask_errors](int i) {
       const RowOwner& o = constrained[static_cast<size_t>(i)];
-      if (o.n_draft > 0) {
-        fill_verify_masks(*o.seq, o.row, o.n_draft);
-      } else {
-        o.seq->matcher->fill_next_token_bitmask(step_runner_.mask_row(o.row).data());
+      try {
+        if (o.n_draft > 0) {
+          fill_verify_masks(*o.seq, o.row, o.n_draft);
+        } else {
+          o.seq->matcher->fill_next_token_bitmask(step_runner_.mask_row(o.row).data());
+        }
+      } catch (const Error& e) {
+        mask_errors[static_cast<size_t>(i)] = e.what();
       }
     });
   }
@@ -197,7 +205,11 @@ bool Engine::step() {
   scheduler_.commit(plan);
   const auto output_start = SteadyClock::now();
   const int64_t accepted_before = spec_accepted_;
+  for (size_t i = 0; i < constrained.size(); ++i) {
+    if (!mask_errors[i].empty()) fail(*constrained[i].seq, EngineErrorCode::kInvalid, mask_errors[i]);
+  }
   for (const RowOwner& o : logits_owners) {
+    if (o.seq->finished) continue;  // failed above: its row was sampled under an unfinished mask
     if (o.n_draft > 0) {
       emit_verified(*o.seq, out, o.row, o.n_draft);
     } else {

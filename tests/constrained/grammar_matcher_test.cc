@@ -123,6 +123,42 @@ TEST(GrammarCompiler, LimitsTurnHostileInputIntoErrors) {
   EXPECT_THROW(c4.compile(GrammarSource::regex("a{20000}")), Error);
 }
 
+TEST(GrammarMatcher, MaskWorkLimitFailsTheMaskNotTheMatcher) {
+  // The grammar fuzz target's slow input (tests/fuzz/regressions/grammar_fuzz): 1,521 live parses
+  // inside the counted repeat of a negated class. Behind an "x" the first mask is cheap, so the
+  // grammar compiles; the mask after "x" passes the limit and throws, as often as it is asked for,
+  // and the matcher stays usable (rollback gives the first mask back).
+  const std::string slow = "[^-az]{15}(-[,-]90)c+.(.o0)c+.(.om|org)";
+  CompileLimits limits;
+  limits.max_mask_steps = 50'000;
+  GrammarCompiler c(tiny_vocab(), limits, 0);
+  try {
+    c.compile(GrammarSource::regex(slow));
+    ADD_FAILURE() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("too ambiguous at output token 0"), std::string::npos) << e.what();
+  }
+  GrammarMatcher m(c.compile(GrammarSource::regex("x" + slow)));
+  const auto first = mask_of(m);
+  ASSERT_TRUE(m.accept_token('x'));
+  for (int i = 0; i < 2; ++i) {
+    try {
+      mask_of(m);
+      ADD_FAILURE() << "no mask work error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("too ambiguous at output token 1"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(m.num_accepted(), 1u);
+  EXPECT_TRUE(m.accept_token('q'));  // the parser itself still answers
+  m.rollback(2);
+  EXPECT_EQ(mask_of(m), first);
+  // Under the default limit the same grammar's masks are built.
+  GrammarMatcher d(tiny_compile(GrammarSource::regex("x" + slow)));
+  ASSERT_TRUE(d.accept_token('x'));
+  EXPECT_TRUE(bit(mask_of(d), 'q'));
+}
+
 TEST(GrammarCompiler, CacheKeyedBySource) {
   GrammarCompiler c(tiny_vocab());
   const auto a = c.compile(GrammarSource::regex("a+"));

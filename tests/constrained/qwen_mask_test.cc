@@ -10,6 +10,7 @@
 #include <string>
 
 #include "constrained_test_support.h"
+#include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::test {
@@ -68,6 +69,27 @@ TEST(QwenMask, JsonObjectMaskEqualsParser) { check_grammar(GrammarSource::json_o
 TEST(QwenMask, RegexAndGbnfMaskEqualsParser) {
   check_grammar(GrammarSource::regex("(Mr|Ms)\\. [A-Z][a-z]{1,10}, [0-9]{1,3} (street|road)"), 4, 3);
   check_grammar(GrammarSource::gbnf("root ::= \"<\" tag \">\" [^<]{0,20} \"</\" tag \">\"\ntag ::= \"b\" | \"em\""), 4, 4);
+}
+
+// Counted repeats of a wide class leave most of the vocabulary uncertain (tokens that cross a
+// character boundary inside the repeat): the exact parser checks them in trie order, and the masks
+// still equal the parser's answer for every id.
+TEST(QwenMask, CountedWideClassMaskEqualsParser) {
+  check_grammar(GrammarSource::regex(".{100}"), 20, 5);
+  check_grammar(GrammarSource::regex("[^x]{50}y"), 20, 6);
+}
+
+// A grammar whose first mask needs more parser work than CompileLimits::max_mask_steps is refused
+// at compile time (a 400 before it is queued), with a message that says why; found by the grammar
+// fuzz target (tests/fuzz/regressions/grammar_fuzz): 54 s for one mask over this vocabulary.
+TEST(QwenMask, AmbiguousGrammarIsRefusedByTheMaskWorkLimit) {
+  GrammarCompiler compiler(qwen_vocab());
+  try {
+    compiler.compile(GrammarSource::regex("[^-az]{15}(-[,-]90)c+.(.o0)c+.(.om|org)"));
+    ADD_FAILURE() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("too ambiguous"), std::string::npos) << e.what();
+  }
 }
 
 // Positions inside a byte sequence are classified on first use (token_mask_cache.h): whatever the

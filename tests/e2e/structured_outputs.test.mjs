@@ -214,6 +214,32 @@ test('bad grammars and schemas are 400s naming the field and keyword', async () 
   assert.match(m.text, /qwenserve_grammar_compile_seconds_count [1-9]/);
 });
 
+test('a grammar too ambiguous for token masks is a 400, alone; a wide counted repeat is served', async () => {
+  // Found by the grammar fuzz target: one token mask of this regex over the Qwen3 vocabulary took
+  // 54 s while every other request in the batch waited. Now its first mask passes the work limit
+  // at compile time: a 400 before it is queued.
+  const slow = '[^-az]{15}(-[,-]90)c+.(.o0)c+.(.om|org)';
+  const chat = (extra) => server.post('/v1/chat/completions', { messages: MESSAGES, max_tokens: 16, temperature: 0, ...extra });
+  const r = await chat({ structured_outputs: { regex: slow } });
+  assert.equal(r.status, 400, r.text);
+  assert.equal(r.json.error.param, 'structured_outputs.regex');
+  assert.match(r.json.error.message, /too ambiguous at output token 0/);
+  // Behind a literal "x" the first mask is cheap, so the request runs; the mask after "x" passes
+  // the limit and fails that request only (a 400 naming the cause), while a request beside it
+  // in the batch completes.
+  const [bad, plain] = await Promise.all([chat({ structured_outputs: { regex: `x${slow}` } }), chat({})]);
+  assert.equal(bad.status, 400, bad.text);
+  assert.match(bad.json.error.message, /too ambiguous at output token 1/);
+  assert.equal(plain.status, 200, plain.text);
+  // A counted repeat of any character leaves most of the vocabulary uncertain at every step, yet
+  // stays within the limit: served, and a stopped output has exactly 40 characters.
+  const wide = await chat({ structured_outputs: { regex: '.{40}' }, max_tokens: 64, temperature: 1, seed: 3 });
+  assert.equal(wide.status, 200, wide.text);
+  const ch = wide.json.choices[0];
+  if (ch.finish_reason === 'stop') assert.match(ch.message.content, /^.{40}$/u);
+  else assert.equal(ch.finish_reason, 'length');
+});
+
 const TOOLS = [
   { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
     parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['c', 'f'] } },

@@ -41,6 +41,30 @@ EngineOptions no_guard(int32_t seqs, int64_t tokens) {
   return o;
 }
 
+TEST_F(EngineGrammarTest, AMaskPastTheWorkLimitFailsOnlyItsRequest) {
+  // "x", then a counted repeat of a negated class with overlapping alternatives (the grammar fuzz
+  // target's slow input): the first mask is cheap, the second needs more parser work than the
+  // limit. That request fails with kInvalid (a 400, or an error event on a stream) naming the
+  // cause; the request beside it in the batch runs to its end.
+  constrained::CompileLimits limits;
+  limits.max_mask_steps = 50'000;
+  constrained::GrammarCompiler small(compiler->vocab(), limits, 0);
+  EngineRequest bad = greedy_request({1, 2, 3}, 16);
+  bad.stop_token_ids = {kEos};
+  bad.grammar = small.compile(constrained::GrammarSource::regex("x[^-az]{15}(-[,-]90)c+.(.o0)c+.(.om|org)"));
+  Engine engine(*backend, tokenizer, no_guard(4, 64));
+  auto other = engine.submit(greedy_request({4, 5, 6}, 16));
+  auto failed = engine.submit(bad);
+  const Collected f = collect(*failed);
+  EXPECT_EQ(f.error_code, EngineErrorCode::kInvalid);
+  EXPECT_NE(f.error.find("too ambiguous at output token 1"), std::string::npos) << f.error;
+  EXPECT_EQ(f.text, "x");
+  const Collected o = collect(*other);
+  EXPECT_EQ(o.error, "");
+  EXPECT_EQ(o.tokens.size(), 16u);
+  EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
+}
+
 TEST_F(EngineGrammarTest, RegexOutputsMatchAndStopWhereTheGrammarEnds) {
   const std::string pattern = "(ab|c[de]){2,4}-[0-9]{1,3}";
   Engine engine(*backend, tokenizer, no_guard(8, 64));

@@ -4,7 +4,8 @@
 //
 // Input layout (FuzzedDataProvider): the source kind (last byte), the source text (a string from
 // the front), then token picks.
-// Invariants: a bad source only throws qs::Error (compile limits keep every compile small); at
+// Invariants: a bad source only throws qs::Error (compile limits keep every compile small, and a
+// mask past CompileLimits::max_mask_steps throws instead of running for seconds); at
 // every step the allowed-token bitmask agrees with the exact parser (a token is in the mask iff
 // accept_token takes it); a stop token is allowed iff can_terminate(); after rollback(k) the mask
 // is the one computed k steps earlier.
@@ -59,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_seconds = 2;
   limits.max_schema_depth = 32;
   limits.max_repeat = 256;
+  limits.max_mask_steps = 200'000;  // a mask past it throws qs::Error (a 400 / failed request)
   qc::GrammarCompiler compiler(vocabulary(), limits, 0);
   qc::GrammarSource source{static_cast<qc::GrammarKind>(kind), text};
   std::shared_ptr<const qc::CompiledGrammar> grammar;
@@ -73,7 +75,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::vector<uint32_t>> masks;  // masks[k]: the mask after k accepted tokens
   for (int step = 0; step < 64 && in.remaining_bytes() > 0 && !matcher.is_terminated(); ++step) {
     std::vector<uint32_t> mask(static_cast<size_t>(matcher.mask_words()));
-    matcher.fill_next_token_bitmask(mask.data());
+    try {
+      matcher.fill_next_token_bitmask(mask.data());
+    } catch (const qs::Error&) {
+      return 0;  // the mask work limit: the engine fails that request
+    }
     check(allowed(mask, stop) == matcher.can_terminate(), "stop token in the mask != can_terminate()");
     for (int32_t id = vocab->size(); id < vocab->rows(); ++id) check(!allowed(mask, id), "padding row allowed");
     masks.resize(std::max(masks.size(), matcher.num_accepted() + 1));
@@ -89,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t back = 1 + in.ConsumeIntegralInRange<size_t>(0, n - 1);
     matcher.rollback(back);
     std::vector<uint32_t> mask(static_cast<size_t>(matcher.mask_words()));
-    matcher.fill_next_token_bitmask(mask.data());
+    matcher.fill_next_token_bitmask(mask.data());  // computed (or cached) before: within the limit
     check(matcher.num_accepted() == n - back, "rollback left the wrong number of tokens");
     if (n - back < masks.size()) check(mask == masks[n - back], "mask after rollback differs from the mask at that step");
   }
