@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -137,6 +138,14 @@ void check_configuration(ServeOptions& opt) {
   } catch (const Error& e) {
     throw Error(std::string("--response-cache-size: ") + e.what());
   }
+  // A bound below one entry (its request key, text and token ids: a few KiB for a short chat)
+  // would cache nothing and say nothing: almost always a size given without its unit.
+  constexpr uint64_t kMinResponseCacheBytes = 4096;
+  if (opt.server.response_cache_bytes > 0 && opt.server.response_cache_bytes < kMinResponseCacheBytes) {
+    throw Error("--response-cache-size: " + std::to_string(opt.server.response_cache_bytes) +
+                " bytes cannot hold a cached response (an entry is a few KiB); give at least 4KiB, with a unit, "
+                "e.g. 64MiB (0 turns the cache off)");
+  }
   if (!opt.kv_cache_memory.empty()) {
     const size_t budget = parse_byte_size(opt.kv_cache_memory);
     check_kv_budget_fits(budget, physical_memory_bytes(), available_memory_bytes());
@@ -148,28 +157,51 @@ void check_configuration(ServeOptions& opt) {
 }
 
 // Waits for SIGINT/SIGTERM (blocked in every thread) on its own thread, then drains the server.
-// Further signals during the drain are ignored (the drain is bounded by --shutdown-grace).
-// Started once the server is bound; if startup fails after that, the destructor wakes it without
-// draining or printing anything.
+// A second signal during the drain (Ctrl-C twice, as uvicorn and vLLM read it) exits at once with
+// status 128 + signal, without finishing the drain; otherwise the drain is bounded by
+// --shutdown-grace. Started once the server is bound; if startup fails after that, the destructor
+// wakes it without draining or printing anything.
 class SignalWatcher {
  public:
   SignalWatcher(const sigset_t& signals, std::function<void(int signal_number)> on_signal)
       : thread_([this, signals, on_signal = std::move(on_signal)] {
           int signal_number = 0;
           sigwait(&signals, &signal_number);
-          if (!abandoned_.load()) on_signal(signal_number);
+          if (abandoned_.load()) return;
+          // Signals stay blocked everywhere, so the next one goes to the only thread in sigwait.
+          force_ = std::thread([this, signals] {
+            int again = 0;
+            sigwait(&signals, &again);
+            if (abandoned_.load()) return;
+            process_log::warning("received signal " + std::to_string(again) +
+                                 " again: exiting now without finishing the drain");
+            std::_Exit(128 + again);
+          });
+          on_signal(signal_number);
         }) {}
   ~SignalWatcher() {
     if (!thread_.joinable()) return;
     abandoned_.store(true);
-    pthread_kill(thread_.native_handle(), SIGTERM);
+    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes its sigwait, if it is still there
     thread_.join();
+    stop_force();
   }
-  /// Waits until a signal was handled.
-  void join() { thread_.join(); }
+  /// Waits until a signal was handled (the drain is over).
+  void join() {
+    thread_.join();
+    abandoned_.store(true);
+    stop_force();
+  }
 
  private:
+  void stop_force() {
+    if (!force_.joinable()) return;
+    pthread_kill(force_.native_handle(), SIGTERM);  // a thread-directed signal only it can take
+    force_.join();
+  }
+
   std::atomic<bool> abandoned_{false};
+  std::thread force_;  // started by thread_ after the first signal, before the drain
   std::thread thread_;
 };
 

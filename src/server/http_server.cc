@@ -249,7 +249,7 @@ void HttpServer::register_routes() {
     s.Post(pattern, std::move(handler));
   };
   get("/health", [](Req, Res res) { handle_health(res); });
-  get("/ready", [this](Req, Res res) { handle_ready(accepting_requests(), res); });
+  get("/ready", [this](Req, Res res) { handle_ready(ready_.load(), draining_.load(), res); });
   get("/v1/models", [this](Req, Res res) { handle_list_models(options_, engine_.context_tokens(), created_unix_s_, res); });
   get(R"(/v1/models/(.+))", [this](Req req, Res res) {
     handle_retrieve_model(req.matches[1], options_, engine_.context_tokens(), created_unix_s_, res);

@@ -326,14 +326,18 @@ test('SIGTERM: /ready 503 at once, in-flight requests complete, exit 0', async (
   plain.proc.kill('SIGTERM');
   // Readiness flips as soon as the drain starts (the EPP and the kubelet stop routing here).
   let readyStatus = 0;
+  let readyBody = null;
   const readyBy = performance.now() + 1000;
   while (performance.now() < readyBy) {
-    readyStatus = (await plain.get('/ready')).status;
+    const ready = await plain.get('/ready');
+    readyStatus = ready.status;
+    readyBody = ready.json;
     if (readyStatus === 503) break;
     await sleep(5);
   }
   const readyMs = performance.now() - signalled;
   assert.equal(readyStatus, 503, '/ready answers 503 while draining');
+  assert.equal(readyBody?.error?.code, 'server_shutdown', JSON.stringify(readyBody));
   assert.ok(readyMs < 500, `/ready went 503 ${readyMs.toFixed(0)} ms after SIGTERM`);
   assert.equal((await plain.get('/health')).status, 200, '/health (liveness) stays 200 while draining');
   const results = await Promise.all(inFlight);

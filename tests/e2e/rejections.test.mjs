@@ -192,6 +192,26 @@ test('a generation cut by the shutdown grace is a retryable 503 / error event on
   assert.deepEqual(records.map((r) => r.status).sort(), [200, 200, 503, 503], 'the two streams had sent their 200');
 });
 
+test('a second SIGTERM during the drain exits at once with 128 + 15', async () => {
+  const srv = await startServer(['--shutdown-grace', '60', '--ctx-size', '4096', '--max-num-seqs', '2']);
+  const long = srv.post('/v1/chat/completions',
+    { messages: [{ role: 'user', content: 'Keep talking.' }], max_tokens: 4000, ignore_eos: true, temperature: 0 })
+    .catch((e) => e);  // its connection is cut by the exit
+  await sleep(300);  // generating
+  srv.proc.kill('SIGTERM');
+  const drainBy = Date.now() + 5000;
+  while (!/draining \(grace 60 s\)/.test(srv.stderr) && Date.now() < drainBy) await sleep(20);
+  assert.match(srv.stderr, /draining \(grace 60 s\)/);
+  assert.equal(srv.exit, null, 'the first signal drains; the process is still there');
+  const second = Date.now();
+  srv.proc.kill('SIGTERM');
+  const exit = await srv.exited;
+  assert.deepEqual(exit, { code: 143, signal: null }, srv.stderr.slice(-2000));
+  assert.ok(Date.now() - second < 5000, `exited ${Date.now() - second} ms after the second signal`);
+  assert.match(srv.stderr, /received signal 15 again: exiting now without finishing the drain/);
+  await long;
+});
+
 test('connections that send part of a head and stop do not hold /health up (the worker pool grows)', async () => {
   // --max-num-seqs 2 + --max-queue 4 + 32 spare = 38 threads, fewer than the idle connections.
   const small = await startServer(['--max-num-seqs', '2', '--max-queue', '4', '--request-head-timeout', '20']);

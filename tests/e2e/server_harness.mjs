@@ -157,7 +157,8 @@ export class Server {
   /** Sends SIGTERM and waits for the exit; returns {code, signal}. SIGKILLs after timeoutMs. */
   async stop(timeoutMs = 15000) {
     if (this.exit) return this.exit;
-    this.proc.kill('SIGTERM');
+    // One SIGTERM: a second one during the drain makes the server exit at once (143).
+    if (!this.proc.killed) this.proc.kill('SIGTERM');
     const timer = setTimeout(() => this.proc.kill('SIGKILL'), timeoutMs);
     const result = await this.exited;
     clearTimeout(timer);

@@ -226,8 +226,10 @@ test('response cache memory stays within --response-cache-size', async () => {
   assert.ok(bytes > 0 && bytes <= 16 * 1024, `cache bytes ${bytes}`);
 });
 
-test('--response-cache-size with a non-numeric size is refused at startup', async () => {
+test('--response-cache-size with a non-numeric size or below 4KiB is refused at startup', async () => {
   await assert.rejects(startServer(['--response-cache-size', 'lots']), /--response-cache-size: invalid byte size/);
+  // A number without its unit is bytes: 64 bytes would cache nothing, silently.
+  await assert.rejects(startServer(['--response-cache-size', '64']), /--response-cache-size: 64 bytes cannot hold a cached response/);
 });
 
 // ---- Degradation ------------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 // Prometheus text format 0.0.4; unrouted requests get OpenAI-shaped errors or a static file.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -77,15 +79,22 @@ TEST(Routes, HealthIsAlways200) {
   EXPECT_EQ(json_body(res)["status"], "ok");
 }
 
-TEST(Routes, ReadyIs200OnlyWhenAccepting) {
+TEST(Routes, ReadyIs200OnlyWhenLoadedAndNotDraining) {
   httplib::Response res;
-  handle_ready(true, res);
+  handle_ready(true, false, res);
   EXPECT_EQ(res.status, 200);
-  const ApiError e = caught([] {
-    httplib::Response r;
-    handle_ready(false, r);
-  });
-  EXPECT_EQ(e.status(), 503);
+  // A 503 with a code saying which (an orchestrator or a person reading it tells them apart).
+  for (const auto& [loaded, draining, code] : {std::tuple{false, false, "model_loading"},
+                                               std::tuple{true, true, "server_shutdown"},
+                                               std::tuple{false, true, "server_shutdown"}}) {
+    const ApiError e = caught([&] {
+      httplib::Response r;
+      handle_ready(loaded, draining, r);
+    });
+    EXPECT_EQ(e.status(), 503);
+    EXPECT_EQ(e.type(), "service_unavailable");
+    EXPECT_EQ(e.code(), code);
+  }
 }
 
 // OpenAI's model object: id (string), object "model", created (integer), owned_by (string).
