@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <functional>
+#include <mutex>
 #include <new>
 #include <sstream>
 #include <string>
@@ -159,8 +160,8 @@ void check_configuration(ServeOptions& opt) {
 // Waits for SIGINT/SIGTERM (blocked in every thread) on its own thread, then drains the server.
 // A second signal during the drain (Ctrl-C twice, as uvicorn and vLLM read it) exits at once with
 // status 128 + signal, without finishing the drain; otherwise the drain is bounded by
-// --shutdown-grace. Started once the server is bound; if startup fails after that, the destructor
-// wakes it without draining or printing anything.
+// --shutdown-grace. Started before the model loads (run_serve decides what a first signal does at
+// each stage); if startup fails, the destructor wakes it without doing anything.
 class SignalWatcher {
  public:
   SignalWatcher(const sigset_t& signals, std::function<void(int signal_number)> on_signal)
@@ -214,6 +215,26 @@ int run_serve(ServeOptions opt) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // The lifecycle lines and a fatal error (main.cc) follow --log-format from here on.
   process_log::use_json(opt.server.log_format == "json");
+  // From here a signal is taken at once: before the server is bound (loading a model can take
+  // minutes) it ends the process as the signal's default action would; once `drain` is set it
+  // drains. `drain_mutex` is held while the drain runs, so the objects it uses outlive it.
+  std::mutex drain_mutex;
+  std::function<void(int)> drain;
+  SignalWatcher signal_watcher(signals, [&](int signal_number) {
+    std::lock_guard lock(drain_mutex);
+    if (drain) {
+      drain(signal_number);
+      return;
+    }
+    process_log::info("received signal " + std::to_string(signal_number) + " while starting: exiting");
+    std::signal(signal_number, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signal_number);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    raise(signal_number);
+    std::_Exit(128 + signal_number);  // not reached
+  });
   check_configuration(opt);
   std::string draft_path;
   const SpecDecodeOptions spec = opt.spec.resolve(&draft_path);  // a bad --speculative-config fails before loading
@@ -285,7 +306,17 @@ int run_serve(ServeOptions opt) {
     });
     server.bind();  // throws "cannot listen on HOST:PORT: <reason>", or when threads cannot start
 
-    SignalWatcher signal_watcher(signals, [&](int signal_number) {
+    // Cleared (after any drain in progress) before the objects the drain uses go away.
+    struct DrainScope {
+      std::mutex& mutex;
+      std::function<void(int)>& drain;
+      ~DrainScope() {
+        std::lock_guard lock(mutex);
+        drain = nullptr;
+      }
+    } drain_scope{drain_mutex, drain};
+    std::unique_lock set_drain(drain_mutex);
+    drain = [&](int signal_number) {
       char grace[32];
       std::snprintf(grace, sizeof grace, "%g", opt.shutdown_grace_s);  // 0.5 stays 0.5
       process_log::info("received signal " + std::to_string(signal_number) + ": draining (grace " + grace + " s)");
@@ -299,7 +330,8 @@ int run_serve(ServeOptions opt) {
       }
       engine.shutdown();  // whatever is left finishes with "cancelled"
       server.stop();  // also when the signal came before listen() started (see HttpServer::stop())
-    });
+    };
+    set_drain.unlock();
     stage = "warming up";
     warm_up(engine, *tokenizer);
     server.set_ready(true);

@@ -63,7 +63,7 @@ void Engine::emit_token(EngineSequence& seq, const StepOutput& out, int32_t row)
     finish(seq, "stop", is_stop_token ? "stop_token" : "stop_string");
   } else if (seq.n_output() >= seq.request.max_tokens) {
     finish(seq, "length", "max_tokens");
-  } else if (!degenerate.empty()) {
+  } else if (!degenerate.empty() && seq.n_output() >= seq.request.min_tokens) {  // min_tokens holds the guard too
     finish(seq, "length", std::string(degenerate));
   }
 }
@@ -206,7 +206,7 @@ bool Engine::step() {
   const auto output_start = SteadyClock::now();
   const int64_t accepted_before = spec_accepted_;
   for (size_t i = 0; i < constrained.size(); ++i) {
-    if (!mask_errors[i].empty()) fail(*constrained[i].seq, EngineErrorCode::kInvalid, mask_errors[i]);
+    if (!mask_errors[i].empty()) fail(*constrained[i].seq, EngineErrorCode::kGrammar, mask_errors[i]);
   }
   for (const RowOwner& o : logits_owners) {
     if (o.seq->finished) continue;  // failed above: its row was sampled under an unfinished mask

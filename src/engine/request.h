@@ -56,6 +56,7 @@ enum class EngineErrorCode {
   kTimeout,       // the request's timeout passed (408)
   kShuttingDown,  // the engine is stopping: not admitted (503)
   kAborted,       // admitted, then cut when the engine stopped (503: the client may retry elsewhere)
+  kGrammar,       // structured output cannot go on: a token mask passed the grammar's work limit (400)
   kInternal,      // a failed step (500)
 };
 

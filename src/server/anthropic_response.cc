@@ -100,9 +100,11 @@ std::string AnthropicStreamTranslator::on_chunk(const json& chunk) {
     finished_ = true;
     // Anthropic's error types for the chat error's type (anthropic_error_json does so by status).
     const std::string chat_type = chunk["error"].value("type", "");
-    const std::string type = chat_type == "timeout"               ? "timeout_error"
-                             : chat_type == "service_unavailable" ? "overloaded_error"
-                                                                  : "api_error";
+    const std::string type = chat_type == "timeout"                 ? "timeout_error"
+                             : chat_type == "service_unavailable"   ? "overloaded_error"
+                             : chat_type == "invalid_request_error" ? "invalid_request_error"
+                             : chat_type == "rate_limit_error"      ? "rate_limit_error"
+                                                                    : "api_error";
     return sse_event({{"type", "error"}, {"error", {{"type", type}, {"message", chunk["error"].value("message", "")}}}});
   }
   if (chunk.contains("usage") && chunk["usage"].is_object()) {

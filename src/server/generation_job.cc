@@ -121,7 +121,8 @@ const ChoiceState* first_error(const std::vector<ChoiceState>& choices) {
 
 int http_status_for(EngineErrorCode code) {
   switch (code) {
-    case EngineErrorCode::kInvalid: return 400;
+    case EngineErrorCode::kInvalid:
+    case EngineErrorCode::kGrammar: return 400;
     case EngineErrorCode::kQueueFull:
     case EngineErrorCode::kQueueTimeout: return 429;
     case EngineErrorCode::kTimeout: return 408;
@@ -131,7 +132,7 @@ int http_status_for(EngineErrorCode code) {
   }
 }
 
-ApiError engine_api_error(EngineErrorCode code, const std::string& message) {
+ApiError engine_api_error(EngineErrorCode code, const std::string& message, const std::string& grammar_param) {
   const int status = http_status_for(code);
   switch (code) {
     case EngineErrorCode::kQueueFull: return ApiError(status, message, "", "rate_limit_error", "queue_full");
@@ -140,6 +141,7 @@ ApiError engine_api_error(EngineErrorCode code, const std::string& message) {
     case EngineErrorCode::kAborted: return ApiError(status, message, "", "service_unavailable", "server_shutdown");
     case EngineErrorCode::kTimeout: return ApiError(status, message, "timeout", "timeout", "request_timeout");
     case EngineErrorCode::kInvalid: return ApiError(status, message, "max_tokens", "invalid_request_error", "context_length_exceeded");
+    case EngineErrorCode::kGrammar: return ApiError(status, message, grammar_param, "invalid_request_error", "invalid_value");
     default: return ApiError(status, message, "", "server_error");
   }
 }
@@ -198,7 +200,7 @@ void await_admission(const GenerationJob& job, std::vector<ChoiceState>& choices
       if (event.kind == EngineEvent::Kind::kError) {
         for (auto& other : choices) other.stream->cancel();
         c.apply(event);
-        const ApiError error = engine_api_error(event.error_code, event.error);
+        const ApiError error = engine_api_error(event.error_code, event.error, job.structured_param);
         if (is_admission_rejection(event.error_code)) metrics.record_admission_rejection();
         finish_record(job, metrics, make_record(job, choices, LatencyTracker{job.arrival, {}, {}, {}}, error.status()));
         throw error;
@@ -238,7 +240,7 @@ nlohmann::json run_generation(GenerationJob job, std::vector<ChoiceState> choice
     throw ApiError(499, "client disconnected", "", "invalid_request_error", "client_disconnected");
   }
   if (const ChoiceState* failed = first_error(choices)) {
-    const ApiError error = engine_api_error(failed->error_code, failed->error);
+    const ApiError error = engine_api_error(failed->error_code, failed->error, job.structured_param);
     if (is_admission_rejection(failed->error_code)) metrics.record_admission_rejection();
     finish_record(job, metrics, make_record(job, choices, latency, error.status()));
     throw error;

@@ -36,6 +36,7 @@ struct GenerationJob {
   bool include_timings = false;     // stream_options.include_timings
   int32_t priority = 0;             // queue order (lower sooner)
   double slo_ttft_ms = 0;           // > 0: the TTFT SLO this request is admitted against
+  std::string structured_param;     // the field that set the grammar (e.g. "response_format"), for errors
   double slo_itl_ms = 0;            // > 0: the server's mean-ITL SLO
   double predicted_ttft_ms = -1;    // at admission, from arrival; < 0: not predicted
   bool degraded = false;            // served under load-adaptive degradation
@@ -69,7 +70,7 @@ int http_status_for(EngineErrorCode code);
 /// The API error of an engine failure `code` with `message`: its status (http_status_for), OpenAI
 /// type and code (queue_full, queue_timeout, draining, request_timeout, server_shutdown,
 /// context_length_exceeded; else server_error without a code). Streams send the same fields.
-ApiError engine_api_error(EngineErrorCode code, const std::string& message);
+ApiError engine_api_error(EngineErrorCode code, const std::string& message, const std::string& grammar_param = {});
 
 /// Submits every choice. When the engine turns one away (can never fit, queue full, shutting
 /// down) the others are cancelled, a 429/503 is counted in admission_rejections_total, and

@@ -42,10 +42,24 @@ int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobCon
                                             std::to_string(requested) +
                                             " max_tokens exceed it. Reduce the prompt or max_tokens.");
     }
-    return static_cast<int32_t>(std::min<int64_t>(requested, ctx.options.max_tokens_cap));
+    const int64_t capped = std::min<int64_t>(requested, ctx.options.max_tokens_cap);
+    if (f.min_tokens > capped) {
+      throw invalid_param("min_tokens", "min_tokens " + std::to_string(f.min_tokens) + " is more than the " +
+                                            std::to_string(capped) + " tokens this server allows a request (--max-tokens-cap)");
+    }
+    return static_cast<int32_t>(capped);
   }
-  const int64_t fallback = ctx.default_max_tokens > 0 ? ctx.default_max_tokens : ctx.options.default_max_tokens;
-  return static_cast<int32_t>(std::min<int64_t>(fallback, context - n_prompt));
+  // No max_tokens: the default (which degradation may shrink under load), raised to min_tokens (vLLM's
+  // default is the whole context left), never above --max-tokens-cap nor the context left.
+  const int64_t fallback = std::max<int64_t>(
+      ctx.default_max_tokens > 0 ? ctx.default_max_tokens : ctx.options.default_max_tokens, f.min_tokens);
+  const int64_t fitted = std::min<int64_t>({fallback, ctx.options.max_tokens_cap, context - n_prompt});
+  if (f.min_tokens > fitted) {
+    throw invalid_param("min_tokens", "min_tokens " + std::to_string(f.min_tokens) + " is more than the " +
+                                          std::to_string(fitted) + " tokens this request can have (the context left " +
+                                          "after the prompt, and --max-tokens-cap)");
+  }
+  return static_cast<int32_t>(fitted);
 }
 
 // `model`: the served name the request asked for (served_model_for).
@@ -72,6 +86,7 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
   job.prompt_ids = std::move(prompt_ids);
   std::shared_ptr<const constrained::CompiledGrammar> grammar;
   if (f.structured) {
+    job.structured_param = f.structured->param;
     if (ctx.grammars == nullptr) throw invalid_param(f.structured->param, "structured output is not available on this server");
     grammar = compile_structured_output(ctx.grammars->get(), *f.structured, ctx.metrics);
   }

@@ -190,8 +190,9 @@ std::string StreamEncoder::event_chunks(size_t index, const EngineEvent& event, 
   std::string out;
   if (event.kind == EngineEvent::Kind::kError) {
     // The fields the same failure has in a non-streaming error body (engine_api_error).
-    const ApiError error = engine_api_error(event.error_code, event.error);
-    return sse_data({{"error", {{"message", event.error}, {"type", error.type()}, {"param", nullptr},
+    const ApiError error = engine_api_error(event.error_code, event.error, job_.structured_param);
+    return sse_data({{"error", {{"message", event.error}, {"type", error.type()},
+                                {"param", error.param().empty() ? json(nullptr) : json(error.param())},
                                 {"code", error.code().empty() ? json(nullptr) : json(error.code())}}}});
   }
   const bool finished = event.kind == EngineEvent::Kind::kFinished;

@@ -436,6 +436,8 @@ test('ignore_eos, min_tokens and stop_token_ids follow vLLM', async () => {
   await expect400(route, { ...ok, stop_token_ids: [1, 'x'] }, 'stop_token_ids[1]');
   await expect400(route, { ...ok, stop_token_ids: Array(1025).fill(1) }, 'stop_token_ids');
   await expect400('/v1/completions', { model: SERVED, prompt: 'Hi', max_tokens: 2, min_tokens: 3 }, 'min_tokens');
+  // Without max_tokens, min_tokens raises the default but not past the context left.
+  await expect400('/v1/completions', { model: SERVED, prompt: 'Hi', min_tokens: 1_000_000 }, 'min_tokens');
 });
 
 test('seed determinism', async () => {

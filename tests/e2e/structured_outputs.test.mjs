@@ -230,6 +230,15 @@ test('a grammar too ambiguous for token masks is a 400, alone; a wide counted re
   const [bad, plain] = await Promise.all([chat({ structured_outputs: { regex: `x${slow}` } }), chat({})]);
   assert.equal(bad.status, 400, bad.text);
   assert.match(bad.json.error.message, /too ambiguous at output token 1/);
+  // The grammar's field, not a context-length error (a client would truncate its prompt for one).
+  assert.equal(bad.json.error.code, 'invalid_value', bad.text);
+  assert.equal(bad.json.error.param, 'structured_outputs.regex', bad.text);
+  // The same on a stream (its 200 was sent: an error event) and in Anthropic's shape.
+  const st = await server.stream('/v1/chat/completions',
+    { messages: MESSAGES, max_tokens: 16, temperature: 0, structured_outputs: { regex: `x${slow}` }, stream: true });
+  const err = st.events.find((e) => e.json?.error)?.json.error;
+  assert.equal(err?.code, 'invalid_value', st.text);
+  assert.equal(err?.param, 'structured_outputs.regex', st.text);
   assert.equal(plain.status, 200, plain.text);
   // A counted repeat of any character leaves most of the vocabulary uncertain at every step, yet
   // stays within the limit: served, and a stopped output has exactly 40 characters.

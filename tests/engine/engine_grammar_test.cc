@@ -44,7 +44,7 @@ EngineOptions no_guard(int32_t seqs, int64_t tokens) {
 TEST_F(EngineGrammarTest, AMaskPastTheWorkLimitFailsOnlyItsRequest) {
   // "x", then a counted repeat of a negated class with overlapping alternatives (the grammar fuzz
   // target's slow input): the first mask is cheap, the second needs more parser work than the
-  // limit. That request fails with kInvalid (a 400, or an error event on a stream) naming the
+  // limit. That request fails with kGrammar (a 400, or an error event on a stream) naming the
   // cause; the request beside it in the batch runs to its end.
   constrained::CompileLimits limits;
   limits.max_mask_steps = 50'000;
@@ -56,7 +56,7 @@ TEST_F(EngineGrammarTest, AMaskPastTheWorkLimitFailsOnlyItsRequest) {
   auto other = engine.submit(greedy_request({4, 5, 6}, 16));
   auto failed = engine.submit(bad);
   const Collected f = collect(*failed);
-  EXPECT_EQ(f.error_code, EngineErrorCode::kInvalid);
+  EXPECT_EQ(f.error_code, EngineErrorCode::kGrammar);
   EXPECT_NE(f.error.find("too ambiguous at output token 1"), std::string::npos) << f.error;
   EXPECT_EQ(f.text, "x");
   const Collected o = collect(*other);

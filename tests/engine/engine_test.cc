@@ -113,7 +113,7 @@ TEST_F(EngineFixture, MinTokensSuppressesStopTokensUntilReached) {
   EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
 }
 
-TEST_F(EngineFixture, IgnoreEosTurnsTheOutputGuardOff) {
+TEST_F(EngineFixture, IgnoreEosTurnsTheOutputGuardOffAndMinTokensHoldsItOff) {
   // One token forced 40 times: the guard (on by default) cuts a 16-fold repeat, ignore_eos asks
   // for exactly max_tokens.
   Engine engine(*backend, tokenizer, engine_options(4, 32));
@@ -126,6 +126,12 @@ TEST_F(EngineFixture, IgnoreEosTurnsTheOutputGuardOff) {
   const Collected exact = collect(*engine.submit(r));
   EXPECT_EQ(exact.tokens, std::vector<int32_t>(40, 65));
   EXPECT_EQ(exact.finish_reason, "length");
+  // min_tokens holds the guard off until it is reached (vLLM promises that many tokens).
+  r.ignore_eos = false;
+  r.min_tokens = 30;
+  const Collected held = collect(*engine.submit(r));
+  EXPECT_EQ(held.tokens, std::vector<int32_t>(30, 65));
+  EXPECT_EQ(held.stop_cause, "degenerate_repetition");
 }
 
 TEST_F(EngineFixture, StopStringEndsGenerationAndIsNotReturned) {

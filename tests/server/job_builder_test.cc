@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "chat/chat_template.h"
@@ -130,6 +131,52 @@ TEST(JobBuilder, PromptPlusMaxTokensBeyondTheContextIs400NamingMaxTokens) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.param(), "prompt");
   }
+}
+
+TEST(JobBuilder, MaxTokensCapBoundsTheDefaultAndMinTokensRaisesIt) {
+  Fixture f;
+  f.options.max_tokens_cap = 100;
+  f.options.default_max_tokens = 512;
+  CompletionRequest r;
+  r.prompt_ids = std::vector<int32_t>(10, 9707);
+  // No max_tokens: the default, but never above --max-tokens-cap ("upper bound for max_tokens").
+  EXPECT_EQ(build_completion_job(r, f.ctx).max_tokens, 100);
+  f.options.max_tokens_cap = 2048;
+  EXPECT_EQ(build_completion_job(r, f.ctx).max_tokens, 512);
+  // min_tokens above the default raises it (vLLM's default is the whole context left).
+  f.options.max_tokens_cap = 4000;
+  r.fields.min_tokens = 3000;
+  EXPECT_EQ(build_completion_job(r, f.ctx).max_tokens, 3000);
+}
+
+TEST(JobBuilder, MinTokensBeyondWhatTheRequestCanHaveIs400) {
+  Fixture f;
+  f.options.max_tokens_cap = 100;
+  CompletionRequest r;
+  r.prompt_ids = std::vector<int32_t>(10, 9707);
+  r.fields.min_tokens = 90;
+  EXPECT_EQ(build_completion_job(r, f.ctx).max_tokens, 100);
+  EXPECT_EQ(build_completion_job(r, f.ctx).choices[0].min_tokens, 90);
+  for (const std::optional<int32_t> max_tokens : {std::optional<int32_t>(), std::optional<int32_t>(150)}) {
+    r.fields.max_tokens = max_tokens;
+    r.fields.min_tokens = 120;  // above the cap, with or without max_tokens
+    try {
+      build_completion_job(r, f.ctx);
+      FAIL() << "accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "min_tokens");
+      EXPECT_NE(std::string(e.what()).find("100"), std::string::npos) << e.what();
+    }
+  }
+  // The context left after the prompt bounds it too.
+  f.options.max_tokens_cap = 10000;
+  f.ctx.context_tokens = 64;
+  r.fields.max_tokens.reset();
+  r.fields.min_tokens = 60;
+  EXPECT_THROW(build_completion_job(r, f.ctx), ApiError);
+  r.fields.min_tokens = 54;
+  EXPECT_EQ(build_completion_job(r, f.ctx).max_tokens, 54);
 }
 
 TEST(JobBuilder, NChoicesGetOneEngineRequestEach) {
