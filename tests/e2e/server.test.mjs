@@ -910,6 +910,7 @@ test('SIGTERM lets an in-flight stream finish, answers newcomers 503 meanwhile, 
   assert.equal(usage?.completion_tokens, 200, 'all 200 tokens were generated');
   const late = await newcomer;
   assert.equal(late.status, 503, late.text);
+  assert.equal(late.json.error.code, 'server_shutdown', late.text);  // the code /ready has while draining
   assert.ok(late.headers.get('retry-after'), 'Retry-After on the 503');
   const exit = await limits.stop();
   assert.deepEqual(exit, { code: 0, signal: null }, limits.stderr.slice(-2000));

@@ -27,8 +27,9 @@ namespace {
 QueueSlot admission_precheck(const GenerationRouteContext& ctx) {
   if (!ctx.accepting_requests()) {
     ctx.metrics.record_admission_rejection();
-    throw ApiError(503, "the server is not ready (loading or draining); retry later", "", "service_unavailable",
-                   "not_ready");
+    // Requests reach this only once the server listens (after the warm-up): not accepting means
+    // draining, the code /ready and the requests cut by the drain carry.
+    throw ApiError(503, "the server is shutting down; retry later", "", "service_unavailable", "server_shutdown");
   }
   QueueSlot slot = ctx.engine.reserve_queue_slot();
   if (!slot) {

@@ -32,7 +32,7 @@ struct GenerationRouteContext {
 /// "x-qwenserve-degraded: 1"), SLO-aware admission (slo_admission.h: 429 with Retry-After), and a
 /// Server-Timing header on non-streaming responses (latency_breakdown.h).
 /// POST /v1/chat/completions. Before any parsing, a place in the engine's queue is reserved:
-/// 503 not_ready when not accepting, 429 queue_full when --max-queue requests wait (both counted
+/// 503 server_shutdown when not accepting (draining), 429 queue_full when --max-queue requests wait (both counted
 /// in admission rejections, both with Retry-After). Then parse_chat_request / build_chat_job
 /// (400 / 404 / 415 as documented there), submission (400 / 429 / 503) and, for "stream": true,
 /// an SSE body (text/event-stream, Cache-Control: no-cache); else a chat.completion body. Sets
