@@ -60,6 +60,7 @@ struct CompiledGrammar {
                                                     // on first use are filled by matchers
   double compile_ms = 0;                            // wall time of parse + mask cache build
   uint64_t max_mask_steps = UINT64_MAX;             // CompileLimits::max_mask_steps
+  size_t max_live_parses = SIZE_MAX;                // CompileLimits::max_live_parses
   mutable TopsMaskCache tops_cache;                 // thread-safe; filled by matchers
 
   /// Grammar elements plus the token classes built so far (grows as matchers fill positions).

@@ -146,9 +146,11 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSou
   cg->vocab = vocab_;
   cg->position_tokens = std::make_unique<TokenMaskCache>(cg->grammar, vocab_, deadline, limits_.max_parser_states);
   cg->max_mask_steps = limits_.max_mask_steps;
+  cg->max_live_parses = limits_.max_live_parses;
   {
-    // The first mask, built here (off the engine's thread) so that a grammar too ambiguous for
-    // masks is refused before it is queued; its shared caches then serve the first request.
+    // The first state and mask, built here (off the engine's thread) so that a grammar too
+    // ambiguous for them is refused before it is queued; its shared caches then serve the first
+    // request.
     GrammarMatcher first(cg);
     std::vector<uint32_t> words(static_cast<size_t>(first.mask_words()));
     first.fill_next_token_bitmask(words.data());

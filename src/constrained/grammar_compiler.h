@@ -56,6 +56,12 @@ struct CompileLimits {
   // needs 3-4M (65-100 ms), a typical JSON schema none (no uncertain tokens); the fuzz-found
   // `[^-az]{15}(-[,-]90)c+.(.o0)c+.(.om|org)` needed ~1e9 (54 s per mask) before the limit.
   uint64_t max_mask_steps = 8'000'000;
+  // Live parses (parser stacks) of one state. Each token the output takes steps all of them over
+  // its bytes on the engine's thread, and every mask starts from them; a grammar whose parses
+  // multiply (e.g. `([^a]*){15}`: 22,984 at the start) is refused at compile time when its first
+  // state has more, and fails its request at the token where a state gets more. The e2e schemas
+  // have at most tens; the fuzz-found regexes 1,521 and 22,984.
+  size_t max_live_parses = 10'000;
 };
 
 /// The byte-level grammar of a source, without a vocabulary (for tests and validation).

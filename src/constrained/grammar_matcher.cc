@@ -19,6 +19,15 @@ void GrammarMatcher::reset() {
   history_.assign(1, {});
   terminated_.assign(1, 0);
   pool_.initial_state(history_[0]);
+  check_live_parses(history_[0].size());
+}
+
+void GrammarMatcher::check_live_parses(size_t n) const {
+  if (n <= grammar_->max_live_parses) return;
+  throw Error("structured output: the grammar is too ambiguous at output token " + std::to_string(num_accepted()) +
+              ": " + std::to_string(n) + " live parses (the limit is " + std::to_string(grammar_->max_live_parses) +
+              "); simplify it, e.g. no repeated group that can be empty (such as (x*){15}) and fewer overlapping "
+              "alternatives");
 }
 
 bool GrammarMatcher::can_terminate() const {
@@ -32,6 +41,7 @@ bool GrammarMatcher::advance(const std::vector<int32_t>& from, std::string_view 
   for (char c : bytes) {
     pool_.step(scratch_a_, static_cast<uint8_t>(c), scratch_b_);
     if (scratch_b_.empty()) return false;
+    check_live_parses(scratch_b_.size());
     std::swap(scratch_a_, scratch_b_);
   }
   to = scratch_a_;

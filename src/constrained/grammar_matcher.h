@@ -31,7 +31,9 @@ class GrammarMatcher {
 
   /// Advances over token `id` and returns true when it is allowed; returns false and leaves the
   /// state unchanged otherwise. A stop id is allowed where the grammar may end and terminates
-  /// the matcher.
+  /// the matcher. Throws qs::Error (state unchanged) when a state would have more live parses
+  /// than the grammar's max_live_parses (CompileLimits); the constructor and reset() throw so
+  /// for the initial state.
   bool accept_token(int32_t id);
   /// Advances over raw bytes (one history entry); false and no change when they do not fit.
   bool accept_bytes(std::string_view bytes);
@@ -51,7 +53,9 @@ class GrammarMatcher {
   const CompiledGrammar& grammar() const { return *grammar_; }
 
  private:
+  /// Throws qs::Error past the grammar's max_live_parses (the matcher's state is unchanged).
   bool advance(const std::vector<int32_t>& from, std::string_view bytes, std::vector<int32_t>& to);
+  void check_live_parses(size_t n) const;
   void push(std::vector<int32_t> state, bool terminated);
 
   std::shared_ptr<const CompiledGrammar> grammar_;

@@ -43,7 +43,14 @@ void Engine::emit_token(EngineSequence& seq, const StepOutput& out, int32_t row)
   bool is_stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
   if (seq.matcher) {
     // The mask allowed only tokens the grammar accepts; a refusal means a backend ignored it.
-    if (!seq.matcher->accept_token(token)) {
+    bool accepted = false;
+    try {
+      accepted = seq.matcher->accept_token(token);
+    } catch (const Error& e) {  // the grammar's live-parse limit: this request fails alone
+      fail(seq, EngineErrorCode::kGrammar, e.what());
+      return;
+    }
+    if (!accepted) {
       fail(seq, EngineErrorCode::kInternal, "structured output: sampled token " + std::to_string(token) +
                                                 " is not allowed by the grammar");
       return;

@@ -159,6 +159,39 @@ TEST(GrammarMatcher, MaskWorkLimitFailsTheMaskNotTheMatcher) {
   EXPECT_TRUE(bit(mask_of(d), 'q'));
 }
 
+TEST(GrammarMatcher, LiveParseLimitFailsTheStepNotTheMatcher) {
+  // The grammar fuzz target's second slow input: a group that can be empty, repeated 15 times,
+  // multiplies the parses (22,984 live stacks at the start; each token steps all of them).
+  const std::string slow = "([^-az]*){15}(-[,-]90)c+.(.o0)c+.(.om|org)";
+  GrammarCompiler c(tiny_vocab(), CompileLimits{}, 0);
+  try {
+    c.compile(GrammarSource::regex(slow));
+    ADD_FAILURE() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("too ambiguous at output token 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("live parses (the limit is 10000)"), std::string::npos) << e.what();
+  }
+  // Behind an "x" it compiles; taking the "x" passes the limit, throws, and changes nothing.
+  GrammarMatcher m(c.compile(GrammarSource::regex("x" + slow)));
+  const auto first = mask_of(m);
+  EXPECT_TRUE(bit(first, 'x'));
+  try {
+    m.accept_token('x');
+    ADD_FAILURE() << "no live-parse error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("too ambiguous at output token 0"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(m.num_accepted(), 0u);
+  EXPECT_EQ(mask_of(m), first);
+  EXPECT_FALSE(m.accept_token('y'));
+  // A higher limit takes it.
+  CompileLimits loose;
+  loose.max_live_parses = 100'000;
+  GrammarCompiler c2(tiny_vocab(), loose, 0);
+  GrammarMatcher m2(c2.compile(GrammarSource::regex("x" + slow)));
+  EXPECT_TRUE(m2.accept_token('x'));
+}
+
 TEST(GrammarCompiler, CacheKeyedBySource) {
   GrammarCompiler c(tiny_vocab());
   const auto a = c.compile(GrammarSource::regex("a+"));

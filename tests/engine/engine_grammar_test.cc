@@ -65,6 +65,24 @@ TEST_F(EngineGrammarTest, AMaskPastTheWorkLimitFailsOnlyItsRequest) {
   EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
 }
 
+TEST_F(EngineGrammarTest, AStatePastTheLiveParseLimitFailsOnlyItsRequest) {
+  // "x", then a repeated group that can be empty: taking the "x" gives 22,984 live parses, past
+  // the default limit of 10,000. The request fails with kGrammar at that token; the other runs on.
+  EngineRequest bad = greedy_request({1, 2, 3}, 16);
+  bad.stop_token_ids = {kEos};
+  bad.grammar = compiler->compile(constrained::GrammarSource::regex("x([^-az]*){15}(-[,-]90)c+.(.o0)c+.(.om|org)"));
+  Engine engine(*backend, tokenizer, no_guard(4, 64));
+  auto other = engine.submit(greedy_request({4, 5, 6}, 16));
+  auto failed = engine.submit(bad);
+  const Collected f = collect(*failed);
+  EXPECT_EQ(f.error_code, EngineErrorCode::kGrammar);
+  EXPECT_NE(f.error.find("live parses"), std::string::npos) << f.error;
+  const Collected o = collect(*other);
+  EXPECT_EQ(o.error, "");
+  EXPECT_EQ(o.tokens.size(), 16u);
+  EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
+}
+
 TEST_F(EngineGrammarTest, RegexOutputsMatchAndStopWhereTheGrammarEnds) {
   const std::string pattern = "(ab|c[de]){2,4}-[0-9]{1,3}";
   Engine engine(*backend, tokenizer, no_guard(8, 64));
