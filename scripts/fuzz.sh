@@ -6,7 +6,7 @@
 #                                            seeds; fails on the first crash, leak, timeout or failed
 #                                            invariant (CI)
 #   scripts/fuzz.sh campaign SECONDS [T...]  offline campaign: each target (or the ones named) for
-#                                            SECONDS more, nice 19, one process at a time, resuming
+#                                            SECONDS more, at idle priority, one process at a time, resuming
 #                                            from the committed corpus (tests/fuzz/corpus/<target>)
 #                                            plus this machine's (<state>/corpus/<target>); inputs
 #                                            that add coverage are merged back into the committed
@@ -28,6 +28,12 @@ cd "$repo_root"
 mode="${1:-smoke}"
 shift || true
 build="$repo_root/build/asan/tests/fuzz"
+# Idle priority for the campaign: SCHED_IDLE (chrt, util-linux) runs only on CPU time nothing else
+# wants. `nice -n 19` alone does not yield to a build or a benchmark started from another session
+# when the kernel groups tasks per session (sched_autogroup_enabled = 1, Debian's default): the
+# groups then share the CPUs equally whatever their nice values.
+idle_prefix="nice -n 19"
+if chrt --idle 0 true 2>/dev/null; then idle_prefix="chrt --idle 0 nice -n 19"; fi
 state="${QS_FUZZ_STATE_DIR:-$repo_root/.cache/fuzz}"
 ledger="$repo_root/tests/fuzz/CAMPAIGN.tsv"
 goal_cpu_s=3600
@@ -128,7 +134,7 @@ case "$mode" in
       rc=0
       # CPU seconds (user + system) of the run, which on a shared machine is less than its wall time.
       TIMEFORMAT='%U %S'
-      { time QS_FUZZ_NICE="nice -n 19" run_target "$target" "$seconds" "$corpus" "$log" || rc=$?; } 2>"$state/time"
+      { time QS_FUZZ_NICE="$idle_prefix" run_target "$target" "$seconds" "$corpus" "$log" || rc=$?; } 2>"$state/time"
       t1=$(date +%s)
       cpu="$(awk '{printf "%d", $1 + $2}' "$state/time")"
       after=$(find "$state/crashes/$target" -type f ! -name 'slow-unit-*' | wc -l)
@@ -136,7 +142,7 @@ case "$mode" in
       # Inputs that add coverage to the committed corpus go into it, so that the next campaign (on
       # any machine, from a fresh clone) resumes from here.
       scratch="$(mktemp -d)"
-      TMPDIR="$scratch" nice -n 19 "$build/$target" -merge=1 -max_len=8192 -timeout=20 -rss_limit_mb=4096 \
+      TMPDIR="$scratch" $idle_prefix "$build/$target" -merge=1 -max_len=8192 -timeout=20 -rss_limit_mb=4096 \
         "tests/fuzz/corpus/$target" "$corpus" >"$state/merge-$target.log" 2>&1 || echo "campaign $target: merge failed ($state/merge-$target.log)"
       rm -rf "$scratch"
       files=$(find "tests/fuzz/corpus/$target" -type f | wc -l)
