@@ -60,6 +60,7 @@ struct ServeOptions {
   std::string response_cache_size = "0";  // --response-cache-size (parse_byte_size)
   std::string chat_template_file;         // --chat-template: replaces the model's template
   CLI::Option* max_num_seqs_option = nullptr;
+  CLI::Option* api_key_option = nullptr;
   CLI::Option* max_batched_tokens_option = nullptr;
   CLI::Option* batch_size_option = nullptr;
   SpecFlags spec;
@@ -119,6 +120,10 @@ void warm_up(Engine& engine, const Tokenizer& tokenizer) {
 // Checks that need no model, so that a bad configuration fails before a long model load. Throws
 // qs::Error.
 void check_configuration(ServeOptions& opt) {
+  // An empty key would turn authentication off without a word (e.g. --api-key "$UNSET_VARIABLE").
+  if (opt.api_key_option != nullptr && opt.api_key_option->count() > 0 && opt.server.api_key.empty()) {
+    throw Error("--api-key: the key is empty, which would leave the API open; give a key, or omit --api-key");
+  }
   // A GPU batches far more than a CPU: vLLM-like defaults on --device cuda unless set.
   if (opt.runtime.device == "cuda") {
     if (opt.max_num_seqs_option->count() == 0) opt.engine.max_num_seqs = 128;
@@ -373,7 +378,7 @@ Command register_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--chat-template", opt->chat_template_file,
                  "Jinja chat template file used instead of the model's (as vLLM's --chat-template)");
-  app.add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  opt->api_key_option = app.add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
   app.add_option("--allowed-origins", s.allowed_origins,
                  "CORS: browser origins (scheme://host[:port], or * for any) that may call the API; default none")
       ->delimiter(',')

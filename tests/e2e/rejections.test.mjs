@@ -96,6 +96,11 @@ test('an option missing its value does not take the next option as one (CLI11 wo
   }
 });
 
+test('--api-key with an empty key is refused, not an open API', async () => {
+  const res = await serveUntilExit(['--port', String(await freePort()), '--api-key', '']);
+  assertStartupError(res, /^error: --api-key: the key is empty, which would leave the API open/m);
+});
+
 test('a port in use: "address already in use", exit 1', async () => {
   const blocker = net.createServer();
   blocker.listen(0, '127.0.0.1');
