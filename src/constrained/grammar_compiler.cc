@@ -1,6 +1,8 @@
 #include "constrained/grammar_compiler.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "constrained/gbnf_parser.h"
@@ -126,18 +128,36 @@ Grammar parse_grammar_source(const GrammarSource& source, const CompileLimits& l
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, CompileLimits limits,
                                  size_t cache_capacity, size_t cache_max_bytes)
-    : vocab_(std::move(vocab)), limits_(limits), capacity_(cache_capacity), max_bytes_(cache_max_bytes) {}
+    : vocab_(std::move(vocab)), limits_(limits), capacity_(cache_capacity), max_bytes_(cache_max_bytes) {
+  slots_ = limits_.max_concurrent_compiles > 0
+               ? limits_.max_concurrent_compiles
+               : std::max(1, static_cast<int>(std::thread::hardware_concurrency() / 2));
+}
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSource& source) {
   std::string key = std::to_string(static_cast<int>(source.kind)) + ':' + source.text;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       ++hits_;
       return it->second->grammar;
     }
+    // A miss: wait for a compile slot (a hit never waits).
+    slot_freed_.wait(lock, [this] { return running_ < slots_; });
+    ++running_;
+    peak_running_ = std::max(peak_running_, running_);
   }
+  struct Slot {
+    GrammarCompiler& c;
+    ~Slot() {
+      {
+        std::lock_guard lock(c.mu_);
+        --c.running_;
+      }
+      c.slot_freed_.notify_one();
+    }
+  } slot{*this};
   const auto start = std::chrono::steady_clock::now();
   const auto deadline =
       start + std::chrono::microseconds(static_cast<int64_t>(limits_.max_seconds * 1e6));
@@ -179,6 +199,11 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSou
 size_t GrammarCompiler::cache_size() const {
   std::lock_guard lock(mu_);
   return lru_.size();
+}
+
+int GrammarCompiler::peak_concurrent_compiles() const {
+  std::lock_guard lock(mu_);
+  return peak_running_;
 }
 
 size_t GrammarCompiler::cache_hits() const {

@@ -192,6 +192,26 @@ TEST(GrammarMatcher, LiveParseLimitFailsTheStepNotTheMatcher) {
   EXPECT_TRUE(m2.accept_token('x'));
 }
 
+TEST(GrammarCompiler, CompilesRunAtMostMaxConcurrentAtOnce) {
+  // Eight threads compile eight different few-millisecond grammars (cache misses all): never more
+  // than two at once; cache hits do not wait for a slot.
+  CompileLimits limits;
+  limits.max_concurrent_compiles = 2;
+  GrammarCompiler c(tiny_vocab(), limits);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&c, i] {
+      std::vector<std::string> choices;
+      for (int k = 0; k < 3000; ++k) choices.push_back("c" + std::to_string(i) + "_" + std::to_string(k));
+      c.compile(GrammarSource::choices(choices));
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GE(c.peak_concurrent_compiles(), 1);
+  EXPECT_LE(c.peak_concurrent_compiles(), 2);
+  EXPECT_EQ(c.cache_size(), 8u);
+}
+
 TEST(GrammarCompiler, CacheKeyedBySource) {
   GrammarCompiler c(tiny_vocab());
   const auto a = c.compile(GrammarSource::regex("a+"));
