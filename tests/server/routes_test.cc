@@ -84,10 +84,11 @@ TEST(Routes, ReadyIs200OnlyWhenLoadedAndNotDraining) {
   handle_ready(true, false, res);
   EXPECT_EQ(res.status, 200);
   // A 503 with a code saying which (an orchestrator or a person reading it tells them apart).
-  for (const auto& [loaded, draining, code] : {std::tuple{false, false, "model_loading"},
-                                               std::tuple{true, true, "server_shutdown"},
-                                               std::tuple{false, true, "server_shutdown"}}) {
-    const ApiError e = caught([&] {
+  for (const auto& [is_loaded, is_draining, code] : {std::tuple{false, false, "model_loading"},
+                                                     std::tuple{true, true, "server_shutdown"},
+                                                     std::tuple{false, true, "server_shutdown"}}) {
+    const bool loaded = is_loaded, draining = is_draining;  // clang 14 cannot capture bindings
+    const ApiError e = caught([loaded, draining] {
       httplib::Response r;
       handle_ready(loaded, draining, r);
     });
