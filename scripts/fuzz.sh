@@ -34,6 +34,11 @@ build="$repo_root/build/asan/tests/fuzz"
 # groups then share the CPUs equally whatever their nice values.
 idle_prefix="nice -n 19"
 if chrt --idle 0 true 2>/dev/null; then idle_prefix="chrt --idle 0 nice -n 19"; fi
+# libFuzzer's -timeout is wall time: an idle-priority process starved by a build for half a minute
+# reports a 1-s input as a timeout (three such reports in session 19, each replaying in 16 ms to
+# 1.5 s). The campaign allows 120 s of wall time per input; a real hang still ends there, and
+# slow-unit-* files name inputs above 10 s. The smoke (CI, normal priority) keeps 20 s.
+campaign_timeout=120
 state="${QS_FUZZ_STATE_DIR:-$repo_root/.cache/fuzz}"
 ledger="$repo_root/tests/fuzz/CAMPAIGN.tsv"
 goal_cpu_s=3600
@@ -63,7 +68,7 @@ run_target() {
   local dict
   dict="$(dict_for "$target")"
   mkdir -p "$state/crashes/$target" "$corpus"
-  local args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len=8192 -print_final_stats=1
+  local args=(-max_total_time="$seconds" -timeout="${QS_FUZZ_TIMEOUT:-20}" -rss_limit_mb=4096 -max_len=8192 -print_final_stats=1
               -artifact_prefix="$state/crashes/$target/")
   [[ -n "$dict" ]] && args+=(-dict="$dict")
   # The scratch files of the file-reader targets go to a directory removed afterwards.
@@ -134,7 +139,7 @@ case "$mode" in
       rc=0
       # CPU seconds (user + system) of the run, which on a shared machine is less than its wall time.
       TIMEFORMAT='%U %S'
-      { time QS_FUZZ_NICE="$idle_prefix" run_target "$target" "$seconds" "$corpus" "$log" || rc=$?; } 2>"$state/time"
+      { time QS_FUZZ_NICE="$idle_prefix" QS_FUZZ_TIMEOUT="$campaign_timeout" run_target "$target" "$seconds" "$corpus" "$log" || rc=$?; } 2>"$state/time"
       t1=$(date +%s)
       cpu="$(awk '{printf "%d", $1 + $2}' "$state/time")"
       after=$(find "$state/crashes/$target" -type f ! -name 'slow-unit-*' | wc -l)
@@ -142,7 +147,7 @@ case "$mode" in
       # Inputs that add coverage to the committed corpus go into it, so that the next campaign (on
       # any machine, from a fresh clone) resumes from here.
       scratch="$(mktemp -d)"
-      TMPDIR="$scratch" $idle_prefix "$build/$target" -merge=1 -max_len=8192 -timeout=20 -rss_limit_mb=4096 \
+      TMPDIR="$scratch" $idle_prefix "$build/$target" -merge=1 -max_len=8192 -timeout="$campaign_timeout" -rss_limit_mb=4096 \
         "tests/fuzz/corpus/$target" "$corpus" >"$state/merge-$target.log" 2>&1 || echo "campaign $target: merge failed ($state/merge-$target.log)"
       rm -rf "$scratch"
       files=$(find "tests/fuzz/corpus/$target" -type f | wc -l)
