@@ -33,6 +33,8 @@ int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobCon
                                         std::to_string(context) + " tokens, but the prompt has " +
                                         std::to_string(n_prompt) + " tokens.");
   }
+  int64_t fitted = 0;
+  const char* bound = "";  // what bounds `fitted`, for the min_tokens error
   if (f.max_tokens) {
     const int64_t requested = *f.max_tokens;
     if (n_prompt + requested > context) {
@@ -42,22 +44,19 @@ int32_t fit_max_tokens(const GenerationFields& f, int64_t n_prompt, const JobCon
                                             std::to_string(requested) +
                                             " max_tokens exceed it. Reduce the prompt or max_tokens.");
     }
-    const int64_t capped = std::min<int64_t>(requested, ctx.options.max_tokens_cap);
-    if (f.min_tokens > capped) {
-      throw invalid_param("min_tokens", "min_tokens " + std::to_string(f.min_tokens) + " is more than the " +
-                                            std::to_string(capped) + " tokens this server allows a request (--max-tokens-cap)");
-    }
-    return static_cast<int32_t>(capped);
+    fitted = std::min<int64_t>(requested, ctx.options.max_tokens_cap);
+    bound = "this server allows a request (--max-tokens-cap)";
+  } else {
+    // No max_tokens: the default (which degradation may shrink under load), raised to min_tokens
+    // (vLLM's default is the whole context left), never above --max-tokens-cap nor the context left.
+    const int64_t fallback = std::max<int64_t>(
+        ctx.default_max_tokens > 0 ? ctx.default_max_tokens : ctx.options.default_max_tokens, f.min_tokens);
+    fitted = std::min<int64_t>({fallback, ctx.options.max_tokens_cap, context - n_prompt});
+    bound = "this request can have (the context left after the prompt, and --max-tokens-cap)";
   }
-  // No max_tokens: the default (which degradation may shrink under load), raised to min_tokens (vLLM's
-  // default is the whole context left), never above --max-tokens-cap nor the context left.
-  const int64_t fallback = std::max<int64_t>(
-      ctx.default_max_tokens > 0 ? ctx.default_max_tokens : ctx.options.default_max_tokens, f.min_tokens);
-  const int64_t fitted = std::min<int64_t>({fallback, ctx.options.max_tokens_cap, context - n_prompt});
   if (f.min_tokens > fitted) {
     throw invalid_param("min_tokens", "min_tokens " + std::to_string(f.min_tokens) + " is more than the " +
-                                          std::to_string(fitted) + " tokens this request can have (the context left " +
-                                          "after the prompt, and --max-tokens-cap)");
+                                          std::to_string(fitted) + " tokens " + bound);
   }
   return static_cast<int32_t>(fitted);
 }
@@ -90,6 +89,13 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
     if (ctx.grammars == nullptr) throw invalid_param(f.structured->param, "structured output is not available on this server");
     grammar = compile_structured_output(ctx.grammars->get(), *f.structured, ctx.metrics);
   }
+  // Token stops, the same for every choice: the end-of-sequence tokens unless ignore_eos, then the
+  // request's stop_token_ids.
+  std::vector<int32_t> stop_token_ids;
+  if (!f.ignore_eos) stop_token_ids = default_stop_token_ids(ctx.tokenizer);
+  for (const int32_t id : f.stop_token_ids) {
+    if (std::find(stop_token_ids.begin(), stop_token_ids.end(), id) == stop_token_ids.end()) stop_token_ids.push_back(id);
+  }
   for (int32_t i = 0; i < f.n; ++i) {
     EngineRequest r;
     r.id = job.id + "-" + std::to_string(i);
@@ -98,12 +104,7 @@ GenerationJob base_job(const GenerationFields& f, GenerationJob::Api api, const 
     if (f.sampling.seed) r.sampling.seed = *f.sampling.seed + static_cast<uint64_t>(i);
     r.max_tokens = job.max_tokens;
     r.stop_strings = f.stop;
-    if (!f.ignore_eos) r.stop_token_ids = default_stop_token_ids(ctx.tokenizer);
-    for (const int32_t id : f.stop_token_ids) {
-      if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), id) == r.stop_token_ids.end()) {
-        r.stop_token_ids.push_back(id);
-      }
-    }
+    r.stop_token_ids = stop_token_ids;
     r.min_tokens = f.min_tokens;
     r.ignore_eos = f.ignore_eos;
     r.grammar = grammar;
