@@ -9,6 +9,10 @@
 //                             weights are touched per cycle (no cache reuse between iterations).
 //                             GB_per_s = weight bytes / time / 1e9; pct_of_read_bw = that as a
 //                             percent of ReadBandwidth with the same T (measured once, best of 3).
+//   GemvPacked/<TYPE>/threads:T  the same product on the 16-row packed layout the CPU backend
+//                             uses for Q4_K / Q6_K / Q8_0 where the AVX-512 VNNI kernels run
+//                             (kernels/packed_rows.h; weights in 2 MiB-aligned anonymous memory
+//                             with MADV_HUGEPAGE, as packed_weights.cc); skipped on other CPUs.
 //   Gemm/<TYPE>/tokens:N/threads:T  Y = X W^T, W [2560, 2560], N tokens (N = 1..16: batched
 //                             decode steps, 64 and 512: prefill chunks).
 //                             GFLOP_per_s = 2 * N * 2560 * 2560 / time / 1e9.
@@ -27,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,7 +45,11 @@
 #include "core/thread_pool.h"
 #include "backend/cpu/kernels/matmul.h"
 #include "backend/cpu/kernels/paged_attention.h"
+#include "backend/cpu/kernels/packed_rows.h"
+#include "backend/cpu/kernels/dot_kernels.h"
 #include "formats/quantize.h"
+
+#include <sys/mman.h>
 
 namespace {
 
@@ -206,6 +215,65 @@ void BM_Gemv(benchmark::State& state, DType type) {
   state.counters["weight_MB"] = static_cast<double>(one) / 1e6;
 }
 
+/// `copies` packed matrices [rows, cols] of `type` (random quantized values) in one anonymous
+/// mapping advised for huge pages, like the CPU backend's packed arena. Unmapped on destruction.
+struct PackedWeights {
+  uint8_t* arena = nullptr;
+  size_t bytes = 0;
+  std::vector<qs::TensorView> views;
+  ~PackedWeights() {
+    if (arena != nullptr) ::munmap(arena, bytes);
+  }
+};
+
+std::unique_ptr<PackedWeights> make_packed_weights(DType type, int64_t rows, int64_t cols, int copies) {
+  const Weights src = make_weights(type, rows, cols, 1);
+  auto w = std::make_unique<PackedWeights>();
+  const size_t one = (qs::kernels::packed_matrix_bytes(type, rows, cols) + 4095) / 4096 * 4096;
+  w->bytes = one * static_cast<size_t>(copies);
+  void* p = ::mmap(nullptr, w->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+  ::madvise(p, w->bytes, MADV_HUGEPAGE);
+  w->arena = static_cast<uint8_t*>(p);
+  const int64_t groups = (rows + qs::kernels::kPackedRows - 1) / qs::kernels::kPackedRows;
+  for (int c = 0; c < copies; ++c) {
+    uint8_t* dst = w->arena + one * static_cast<size_t>(c);
+    qs::kernels::pack_rows16(type, src.bytes[0].data(), rows, cols, 0, groups, dst);
+    qs::TensorView v{"w", type, {rows, cols}, dst, qs::kernels::packed_matrix_bytes(type, rows, cols)};
+    v.layout = qs::TensorLayout::kPackedRows16;
+    w->views.push_back(v);
+  }
+  return w;
+}
+
+void BM_GemvPacked(benchmark::State& state, DType type) {
+  if (qs::kernels::active_dot_kernels().packed_gemm(type) == nullptr) {
+    state.SkipWithError("no packed kernels for this type on this CPU (they need AVX-512 VNNI)");
+    return;
+  }
+  constexpr int64_t kRows = 9728, kCols = 2560;
+  const int threads = static_cast<int>(state.range(0));
+  const size_t one = qs::kernels::packed_matrix_bytes(type, kRows, kCols);
+  const int copies = static_cast<int>(std::max<size_t>(1, ((256u << 20) + one - 1) / one));
+  const auto w = make_packed_weights(type, kRows, kCols, copies);
+  qs::ThreadPool& pool = pool_for(threads);
+  qs::kernels::MatmulScratch scratch(threads, kCols, 1);
+  std::vector<float> x(kCols, 0.5f), y(kRows);
+  size_t i = 0;
+  Timer timer;
+  for (auto _ : state) {
+    timer.start();
+    qs::kernels::matmul(w->views[i++ % w->views.size()], x.data(), 1, y.data(), pool, scratch);
+    benchmark::ClobberMemory();
+    timer.stop();
+  }
+  const double gbps = static_cast<double>(one) * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
+  const double read_bw = read_bandwidth_gbps(threads);
+  state.counters["GB_per_s"] = gbps;
+  state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
+  state.counters["read_bw_GB_per_s"] = read_bw;
+}
+
 void BM_Gemm(benchmark::State& state, DType type) {
   constexpr int64_t kRows = 2560, kCols = 2560;
   const int64_t tokens = state.range(0);
@@ -290,6 +358,11 @@ int main(int argc, char** argv) {
     auto* gemv = benchmark::RegisterBenchmark(("Gemv/" + name).c_str(), BM_Gemv, type);
     for (int64_t t : thread_counts) gemv->Arg(t);
     gemv->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
+    if (qs::kernels::packable_dtype(type)) {
+      auto* packed = benchmark::RegisterBenchmark(("GemvPacked/" + name).c_str(), BM_GemvPacked, type);
+      for (int64_t t : thread_counts) packed->Arg(t);
+      packed->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
     auto* gemm = benchmark::RegisterBenchmark(("Gemm/" + name).c_str(), BM_Gemm, type);
     for (int64_t t : thread_counts) {
       for (int64_t tokens : {1, 2, 3, 4, 5, 6, 8, 16, 64, 512}) gemm->Args({tokens, t});  // decode, verify steps .. prefill

@@ -29,7 +29,7 @@ std::string CpuBackend::describe() const {
   std::string packed;
   if (runner_ && runner_->packed_tensors() > 0) {
     packed = ", " + std::to_string(runner_->packed_tensors()) + " matrices packed in 16-row groups (" +
-             std::to_string(runner_->packed_bytes() >> 20) + " MiB)";
+             std::to_string(runner_->packed_bytes() >> 20) + " MiB), " + runner_->decode_prefetch().describe();
   }
   return "cpu (" + std::to_string(pool_->n_threads()) + " threads, " + kernels::cpu_kernel_paths() + packed + ")";
 }

@@ -35,6 +35,7 @@ ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights,
   if (max_batch_tokens < 1 || max_context_tokens < 1) {
     throw Error("ModelRunner: batch and context limits must be positive");
   }
+  if (packed_.packed_tensors() > 0) decode_prefetch_ = choose_decode_prefetch(packed_.weights(), pool, scratch_);
   const auto n = static_cast<size_t>(max_batch_tokens);
   x_.resize(n * config.hidden_size);
   h_.resize(n * config.hidden_size);

@@ -18,6 +18,7 @@
 
 #include "backend/cpu/kernels/matmul.h"
 #include "backend/cpu/kv_storage.h"
+#include "backend/cpu/decode_prefetch.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/step_batch.h"
 #include "core/thread_pool.h"
@@ -43,6 +44,8 @@ class ModelRunner {
   /// Matrices packed at load for the active kernels (packed_weights.h) and their bytes.
   int packed_tensors() const { return packed_.packed_tensors(); }
   size_t packed_bytes() const { return packed_.packed_bytes(); }
+  /// Whether one-token packed matmuls prefetch in software, as measured at construction.
+  const DecodePrefetchChoice& decode_prefetch() const { return decode_prefetch_; }
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
   int64_t max_context_tokens() const { return max_context_tokens_; }
 
@@ -65,6 +68,7 @@ class ModelRunner {
   int64_t max_context_tokens_;
   PackedModelWeights packed_;  // the matrices matmul reads (packed where the kernels can)
   kernels::MatmulScratch scratch_;
+  DecodePrefetchChoice decode_prefetch_;  // set at construction (decode_prefetch.h)
 
   // 1-D weights (norms, biases) converted to f32 once: keyed by tensor pointer.
   std::vector<std::pair<const TensorView*, std::vector<float>>> vectors_;

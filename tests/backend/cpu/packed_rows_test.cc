@@ -170,6 +170,18 @@ TEST(KernelPackedRows, MatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithin
   expect_packed_matmul_bit_identical(k);
 }
 
+// One-token products take another instantiation without software prefetch where the CPU backend
+// measured it faster (decode_prefetch.h): the same bits.
+TEST(KernelPackedRows, MatmulWithoutDecodePrefetchIsBitIdenticalToRowMajor) {
+  std::string reason;
+  const DotKernels* k = vnni_or_skip_reason(&reason);
+  if (k == nullptr) GTEST_SKIP() << reason;
+  const bool before = kernels::packed_decode_prefetch();
+  kernels::set_packed_decode_prefetch(!before);
+  expect_packed_matmul_bit_identical(k);
+  kernels::set_packed_decode_prefetch(before);
+}
+
 // The AMX tile kernels (Q4_K, Q6_K at 2-16 tokens per pass; the rest is the VNNI table's).
 TEST(KernelPackedRows, AmxMatmulIsBitIdenticalToRowMajorForEveryTokenCountAndWithinFloat64Bound) {
   std::string reason;

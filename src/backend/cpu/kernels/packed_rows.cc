@@ -1,6 +1,7 @@
 #include "backend/cpu/kernels/packed_rows.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -105,6 +106,13 @@ void pack_groups(const uint8_t* src, int64_t rows, int64_t cols, int64_t group_b
 }
 
 }  // namespace
+
+namespace {
+std::atomic<bool> g_decode_prefetch{true};
+}  // namespace
+
+void set_packed_decode_prefetch(bool on) { g_decode_prefetch.store(on, std::memory_order_relaxed); }
+bool packed_decode_prefetch() { return g_decode_prefetch.load(std::memory_order_relaxed); }
 
 bool packable_dtype(DType dtype) { return dtype == DType::Q4_K || dtype == DType::Q6_K || dtype == DType::Q8_0; }
 

@@ -90,6 +90,13 @@ inline constexpr int64_t kPackedExtraPer256 = 16;
 /// for Q8_0) to extra[0 .. n / 256 * 16).
 void prepare_packed_activations(DType dtype, const void* act, int64_t n, int32_t* extra);
 
+/// Whether the packed kernels issue their software prefetches in a ONE-token product (decode).
+/// Calls of 2+ tokens (verify steps, prefill) always prefetch. Process-wide, default on (faster on
+/// the Intel machine the prefetch distances were tuned on); the CPU backend sets it from a
+/// measurement at load (backend/cpu/decode_prefetch.h). Changes speed only, never a result.
+void set_packed_decode_prefetch(bool on);
+bool packed_decode_prefetch();
+
 /// Writes row r of a packed matrix back in the file layout (row_bytes(dtype, cols) bytes): the
 /// exact inverse of pack_rows16, for tests and tools.
 void unpack_row16(DType dtype, const uint8_t* packed, int64_t cols, int64_t r, uint8_t* out);

@@ -60,6 +60,10 @@ inline void pin(__m512i& v) { asm("" : "+v"(v)); }
 // prefetch 109 / 141-188; L1 only at 2 KB 88-93 / 106-120; L2 only at 8 KB 88-91 / 96-125; both
 // (12 KB, 1.5 KB) 83-88 / 87-116. Distances from 8 to 24 KB (L2) and 1 to 2 KB (L1) were within
 // the noise of each other.
+// On an AMD EPYC Zen 4 VM (session 20) the hardware prefetchers alone stream a ONE-token product
+// faster: 36 layers of 4B-shaped Q8_0 / Q4_K matrices, 2 threads, 1.19x / 1.17x without these
+// prefetches (L1 only 1.03x, L2 only 0.82x), while 2-16-token calls lose 0.4-0.8x without them;
+// so decode's choice is measured per machine at load (decode_prefetch.h).
 constexpr int kPrefetchL2 = 12288;
 constexpr int kPrefetchL1 = 1536;
 template <bool kPrefetch>
@@ -220,7 +224,9 @@ void run_tokens(int n, Args... args) {
 // is what fits the 32 vector registers: Q4_K / Q6_K 12 (per token one int32 sub-block sum and one
 // super-block total; the float accumulators live on the stack between super-blocks), Q8_0 8 (two
 // float accumulators per token).
-// Only the first chunk prefetches: later chunks find the group in L1 / L2.
+// Only the first chunk prefetches: later chunks find the group in L1 / L2. A one-token call (decode)
+// prefetches only while packed_decode_prefetch() is on (packed_rows.h: the CPU backend measures at
+// load which is faster on the machine).
 template <typename Packed, typename Act, int kElements, int kMaxTokens, template <int, bool> class K>
 void packed_gemm(int64_t n, const uint8_t* group, int n_rows, const void* act, size_t act_stride, const int32_t* extra,
                  size_t extra_stride, int n_act, float* y, size_t y_stride) {
@@ -237,7 +243,7 @@ void packed_gemm(int64_t n, const uint8_t* group, int n_rows, const void* act, s
       a[i] = reinterpret_cast<const Act*>(ab + (t0 + i) * act_stride);
       e[i] = extra + (t0 + i) * extra_stride;
     }
-    if (c == 0) {
+    if (c == 0 && (n_act > 1 || packed_decode_prefetch())) {
       run_tokens<K, true, kMaxTokens>(nt, nb, w, static_cast<const Act* const*>(a),
                                       static_cast<const int32_t* const*>(e), y + t0 * y_stride, y_stride, n_rows);
     } else {
