@@ -300,6 +300,9 @@ int run_bench(BenchOptions& opt) {
   const ModelInfo info{opt.runtime.model_path, describe_weight_type(*rt.model, rt.quantized.get()),
                        model_weight_bytes(rt.model->weights), rt.threads, &rt.model->config};
   double prefill_rate = 0;  // the longest pp test's, for the verify-cost bound
+  // What the backend chose at load (kernel paths, packed weights, decode prefetch) goes to stderr, so
+  // the table and --json output on stdout stay as they were.
+  std::fprintf(stderr, "backend: %s\n", rt.backend->describe().c_str());
   {
     Bench bench(rt, opt.tg_prompt_tokens);
     if (!opt.json && (!prompts.empty() || !gens.empty())) print_header();
