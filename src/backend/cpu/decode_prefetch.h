@@ -4,8 +4,10 @@
 // Why measured and not fixed: the same kernels stream a 4B model's one-token matmuls 1.17-1.19x
 // faster WITHOUT software prefetch on an AMD EPYC Zen 4 VM (the hardware prefetchers keep up and
 // the extra instructions only get in the way), while on the Intel machine the distances were tuned
-// on they made decode 1.2-1.3x faster (kernels/packed_rows_avx512_vnni.cc). Calls of 2+ tokens
-// prefetch on both, so only decode depends on this choice.
+// on they made decode 1.2-1.3x faster (kernels/packed_rows_avx512_vnni.cc), and on a Zen 5 VM
+// (session 21) this measurement gave Q4_K_M 9.1 / 10.8 ms with against 12.7 / 19.3 ms without and
+// Q8_0 within 5% either way. Calls of 2+ tokens prefetch on all of them, so only decode depends on
+// this choice.
 //
 // QS_CPU_DECODE_PREFETCH=1 / =0 in the environment forces the choice and skips the measurement.
 #pragma once
