@@ -190,28 +190,35 @@ Weights make_weights(DType type, int64_t rows, int64_t cols, int copies) {
   return w;
 }
 
+/// Times one-token products y = W x cycling through `views` (each `bytes` of weights, so no cache
+/// reuse between iterations) and sets the GB_per_s, pct_of_read_bw and read_bw_GB_per_s counters.
+void run_gemv(benchmark::State& state, const std::vector<qs::TensorView>& views, size_t bytes, int threads) {
+  const int64_t rows = views.front().rows(), cols = views.front().cols();
+  qs::ThreadPool& pool = pool_for(threads);
+  qs::kernels::MatmulScratch scratch(threads, cols, 1);
+  std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
+  size_t i = 0;
+  Timer timer;
+  for (auto _ : state) {
+    timer.start();
+    qs::kernels::matmul(views[i++ % views.size()], x.data(), 1, y.data(), pool, scratch);
+    benchmark::ClobberMemory();
+    timer.stop();
+  }
+  const double gbps = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
+  const double read_bw = read_bandwidth_gbps(threads);
+  state.counters["GB_per_s"] = gbps;
+  state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
+  state.counters["read_bw_GB_per_s"] = read_bw;
+}
+
 void BM_Gemv(benchmark::State& state, DType type) {
   constexpr int64_t kRows = 9728, kCols = 2560;
   const int threads = static_cast<int>(state.range(0));
   const size_t one = qs::row_bytes(type, kCols) * kRows;
   const int copies = static_cast<int>(std::max<size_t>(1, ((256u << 20) + one - 1) / one));
   const Weights w = make_weights(type, kRows, kCols, copies);
-  qs::ThreadPool& pool = pool_for(threads);
-  qs::kernels::MatmulScratch scratch(threads, kCols, 1);
-  std::vector<float> x(kCols, 0.5f), y(kRows);
-  size_t i = 0;
-  Timer timer;
-  for (auto _ : state) {
-    timer.start();
-    qs::kernels::matmul(w.views[i++ % w.views.size()], x.data(), 1, y.data(), pool, scratch);
-    benchmark::ClobberMemory();
-    timer.stop();
-  }
-  const double gbps = static_cast<double>(one) * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
-  const double read_bw = read_bandwidth_gbps(threads);
-  state.counters["GB_per_s"] = gbps;
-  state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
-  state.counters["read_bw_GB_per_s"] = read_bw;
+  run_gemv(state, w.views, one, threads);
   state.counters["weight_MB"] = static_cast<double>(one) / 1e6;
 }
 
@@ -256,22 +263,7 @@ void BM_GemvPacked(benchmark::State& state, DType type) {
   const size_t one = qs::kernels::packed_matrix_bytes(type, kRows, kCols);
   const int copies = static_cast<int>(std::max<size_t>(1, ((256u << 20) + one - 1) / one));
   const auto w = make_packed_weights(type, kRows, kCols, copies);
-  qs::ThreadPool& pool = pool_for(threads);
-  qs::kernels::MatmulScratch scratch(threads, kCols, 1);
-  std::vector<float> x(kCols, 0.5f), y(kRows);
-  size_t i = 0;
-  Timer timer;
-  for (auto _ : state) {
-    timer.start();
-    qs::kernels::matmul(w->views[i++ % w->views.size()], x.data(), 1, y.data(), pool, scratch);
-    benchmark::ClobberMemory();
-    timer.stop();
-  }
-  const double gbps = static_cast<double>(one) * static_cast<double>(state.iterations()) / timer.seconds / 1e9;
-  const double read_bw = read_bandwidth_gbps(threads);
-  state.counters["GB_per_s"] = gbps;
-  state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
-  state.counters["read_bw_GB_per_s"] = read_bw;
+  run_gemv(state, w->views, one, threads);
 }
 
 void BM_Gemm(benchmark::State& state, DType type) {

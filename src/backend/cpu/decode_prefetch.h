@@ -26,7 +26,7 @@ struct DecodePrefetchChoice {
   double ms_with = 0;       // median wall time of one pass over the sampled matrices, ms
   double ms_without = 0;
   double sampled_mib = 0;   // packed weight bytes per pass, MiB
-  std::string describe() const;  // e.g. "decode prefetch off (measured 10.2 ms without, 12.1 ms with)"
+  std::string describe() const;  // e.g. "decode prefetch on (one-token matmuls over 519 MiB: 12.7 ms without, 9.1 ms with)"
 };
 
 /// Times one-token products (x: a constant vector) over the packed matrices of the first layers of
