@@ -1,7 +1,9 @@
 // 16-row packed weights (kernels/packed_rows.h): the packing is an exact permutation of the file's
 // bytes (unpacking gives the original rows back), and the AVX-512 VNNI kernels on packed weights
-// (and the AMX tile kernels) return, bit for bit, what the row-major kernels return for every token
-// count, thread count and chunking, and stay within the float64 bound of the decoded operands. The
+// (and the AMX tile kernels) return, bit for bit, what the row-major kernels return (Q4_K, Q6_K;
+// Q8_0: what its own one-token products return, which match float64 of the quantized operands) for
+// every token count, thread count and chunking, and stay within the float64 bound of the decoded
+// operands. The
 // kernel tests are skipped, with the reason, on CPUs without AVX-512 VNNI (AMX); the packing tests
 // run everywhere.
 #include <gtest/gtest.h>
@@ -99,6 +101,33 @@ TEST(KernelPackedRows, SizesAndRejections) {
 
 const DotKernels* vnni_or_skip_reason(std::string* reason) { return test::vnni_kernels_or_skip_reason(reason); }
 
+// The packed Q8_0 matmul against float64 of its own quantized operands: y[t][r] = sum_b
+// f32(d_w * d_a) * S_b with S_b the exact integer dot of block b, accumulated by one f32 fma per
+// block (packed_rows_avx512_vnni.cc): within 2^-22 (the product's and the fma's roundings) times
+// the number of blocks times the sum of the terms' magnitudes.
+void expect_q8_0_matches_float64_of_quantized_operands(const DotKernels& k, const Weights& w,
+                                                       const std::vector<float>& x, int64_t out, int64_t in,
+                                                       int64_t n_tokens, const std::vector<float>& y) {
+  const int64_t nb = in / 32;
+  std::vector<BlockQ8_0A> a(static_cast<size_t>(nb));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    k.quantize_q8_0a(x.data() + t * in, a.data(), in);
+    for (int64_t r = 0; r < out; ++r) {
+      const auto* wb = reinterpret_cast<const BlockQ8_0*>(w.bytes.data() + r * w.stride);
+      double sum = 0, magnitude = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        int64_t dot = 0;
+        for (int i = 0; i < 32; ++i) dot += int64_t{wb[b].qs[i]} * a[b].qs[i];
+        const double term = static_cast<double>(fp16_to_fp32(wb[b].d)) * a[b].d * static_cast<double>(dot);
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      EXPECT_NEAR(y[t * out + r], sum, std::ldexp(magnitude * static_cast<double>(nb), -22) + 1e-30)
+          << "Q8_0 token " << t << " row " << r;
+    }
+  }
+}
+
 // The packed matmul of table `k` against the row-major AVX2 one, bit for bit, and float64.
 void expect_packed_matmul_bit_identical(const DotKernels* k) {
   const DotKernels* avx2 = kernels::dot_kernels_for(CpuIsa::kAvx2);
@@ -122,14 +151,21 @@ void expect_packed_matmul_bit_identical(const DotKernels* k) {
       for (float& v : x) v = dist(rng);
       for (float& v : bias) v = dist(rng);
       kernels::MatmulScratch big(3, in, 544), small(3, in, 5);  // small: chunks of 5 tokens
-      // Reference: the row-major matmul of the AVX2 level (itself checked against float64 in
-      // kernels_quant_test.cc), token by token.
+      // Reference, token by token: Q4_K / Q6_K: the row-major matmul of the AVX2 level (itself
+      // checked against float64 in kernels_quant_test.cc). Q8_0: the packed kernel sums a 32-element
+      // block in one int32 where the row-major kernels keep two 16-element halves, so its one-token
+      // products are the reference (checked against float64 of the same quantized operands below)
+      // and every batching must reproduce them bit for bit.
+      const bool own_reference = dtype == DType::Q8_0;
+      const DotKernels& ref_kernels = own_reference ? *k : *avx2;
+      const TensorView& ref_view = own_reference ? view : rowmajor;
       std::vector<float> expect(max_tokens * out), expect_bias(max_tokens * out);
       for (int64_t t = 0; t < max_tokens; ++t) {
-        kernels::matmul_with(*avx2, rowmajor, x.data() + t * in, 1, expect.data() + t * out, pool1, big);
-        kernels::matmul_with(*avx2, rowmajor, x.data() + t * in, 1, expect_bias.data() + t * out, pool1, big,
+        kernels::matmul_with(ref_kernels, ref_view, x.data() + t * in, 1, expect.data() + t * out, pool1, big);
+        kernels::matmul_with(ref_kernels, ref_view, x.data() + t * in, 1, expect_bias.data() + t * out, pool1, big,
                              bias.data());
       }
+      if (own_reference) expect_q8_0_matches_float64_of_quantized_operands(*k, w, x, out, in, 16, expect);
       // 150: 9 whole chunks of 16 for the AMX kernel and a VNNI remainder of 6; 530: 33 chunks,
       // two passes of it (32 chunks share an unpacking), remainder 2.
       for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 21, 33, 150, 530}) {

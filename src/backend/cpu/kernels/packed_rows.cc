@@ -155,11 +155,9 @@ void prepare_packed_activations(DType dtype, const void* act, int64_t n, int32_t
   if (dtype == DType::Q8_0) {
     const auto* a = static_cast<const BlockQ8_0A*>(act);
     for (int64_t b = 0; b < n / kBlockQ8_0; ++b) {
-      for (int h = 0; h < 2; ++h) {
-        int32_t sum = 0;
-        for (int i = 0; i < 16; ++i) sum += a[b].qs[16 * h + i];
-        extra[2 * b + h] = -128 * sum;
-      }
+      int32_t sum = 0;
+      for (int i = 0; i < kBlockQ8_0; ++i) sum += a[b].qs[i];
+      extra[b] = -128 * sum;
     }
     return;
   }

@@ -28,8 +28,10 @@
 //       unsigned operand of vpdpbusd; d[r] = f16 scale.
 //
 // Exactness: the kernels form, per (row, token, block), the same exact int32 totals as the
-// row-major kernels of dot_avx2.cc and the same float sequence, so a packed matmul is bit-identical
-// to the row-major one (tests/backend/cpu/packed_rows_test.cc) and independent of batching.
+// row-major kernels of dot_avx2.cc; for Q4_K and Q6_K also the same float sequence, so those packed
+// matmuls are bit-identical to the row-major ones. Q8_0 sums a whole 32-element block before its
+// one fma (the row-major kernels: two halves), so it differs from them by float rounding. Every
+// packed matmul is independent of batching, bit for bit (tests/backend/cpu/packed_rows_test.cc).
 #pragma once
 
 #include <cstddef>
@@ -84,7 +86,8 @@ void pack_rows16(DType dtype, const uint8_t* src, int64_t rows, int64_t cols, in
 
 /// int32 terms per activation row that the packed kernels fold into their sums, 16 per 256
 /// inputs: Q4_K: word k of super-block b packs the int16 pair (sum of a over sub-block 2k, over
-/// 2k + 1); Q6_K: -32 * bsums[k]; Q8_0: -128 * (sum of a over each 16-element half block).
+/// 2k + 1); Q6_K: -32 * bsums[k]; Q8_0: word b = -128 * (sum of a over 32-element block b), 8 per
+/// 256 inputs.
 inline constexpr int64_t kPackedExtraPer256 = 16;
 /// Writes the terms of one activation row (`act`: n inputs as BlockQ8_K for Q4_K / Q6_K, BlockQ8_0A
 /// for Q8_0) to extra[0 .. n / 256 * 16).

@@ -1,6 +1,6 @@
 // Matmul kernels on 16-row packed weights (packed_rows.h) with AVX-512 VNNI: Q4_K, Q6_K, Q8_0, for
 // any number of tokens (decode, verify steps and prefill all come here; matmul_with loops over
-// 16-row groups, packed_gemm over chunks of up to 12 tokens, 8 for Q8_0).
+// 16-row groups, packed_gemm over chunks of up to 12 tokens).
 //
 // Per 64-byte weight vector (4 consecutive elements of each of the 16 rows) and token: one
 // vpdpbusd with the token's 4 activation bytes broadcast from memory, adding 64 products into the
@@ -8,19 +8,22 @@
 // tokens of the call. Per sub-block the int32 sums are multiplied by the 16 rows' scales (vpmulld:
 // a Q4_K sub-block sum can exceed int16, so no madd) and added into the super-block total.
 //
-// Exactness and bit-identity: per (row, token, block) these are the same exact int32 totals as the
-// row-major kernels of dot_avx2.cc (the same integers summed in another order) and the same float
-// sequence:
+// Exactness and bit-identity: per (row, token, block) these are exact int32 totals; for Q4_K and
+// Q6_K the same totals as the row-major kernels of dot_avx2.cc (the same integers summed in another
+// order) and the same float sequence:
 //   Q4_K: acc = fma(d * d_a, float(total), acc), macc = fma(dmin * d_a, float(sum_j m_j bsum32_j),
 //         macc) over super-blocks in order, y = acc - macc;
 //   Q6_K: acc = fma(d * d_a, float(total), acc) with total = sum_k sc_k (sum q a - 32 bsum_k);
-//   Q8_0: acc_h = fma(d * d_a, float(half-block sum), acc_h) for both 16-element halves, y = acc_0 +
-//         acc_1.
-// So a packed matmul returns bit for bit what the row-major AVX2 / AVX-512 kernels return, for any
-// number of tokens (tests/backend/cpu/packed_rows_test.cc).
+//   Q8_0: acc = fma(d * d_a, float(block sum), acc) over the 32-element blocks in order. The
+//         row-major kernels keep two accumulators, one per 16-element half; one per block saves a
+//         third of the float work per (token, block), the bound of Q8_0 prefill (pp512 1.11x on a
+//         Zen 5 VM, session 22), and frees the registers for 12 tokens per pass instead of 8.
+// So a packed Q4_K / Q6_K matmul returns bit for bit what the row-major AVX2 / AVX-512 kernels
+// return, and every packed matmul returns the same bits for any number of tokens and any chunking
+// (tests/backend/cpu/packed_rows_test.cc; Q8_0 also against float64 of its quantized operands).
 //
 // The offsets are folded into the accumulator start from per-token terms prepared once per call
-// (prepare_packed_activations): Q6_K's -32 * bsum_k per sub-block, Q8_0's -128 * sum(a) per half
+// (prepare_packed_activations): Q6_K's -32 * bsum_k per sub-block, Q8_0's -128 * sum(a) per
 // block (the weights are stored as q + 128); Q4_K's 32-element activation sums, paired for
 // vpdpwssd against the 6-bit mins.
 #include <cstddef>
@@ -180,31 +183,27 @@ void q6_k_tokens(int64_t nb, const PackedQ6K16* w, const BlockQ8_K* const* a, co
 template <int NT, bool kPrefetch>
 void q8_0_tokens(int64_t nb, const PackedQ8016* w, const BlockQ8_0A* const* a, const int32_t* const* ex, float* y,
                  size_t y_stride, int n_rows) {
-  __m512 acc[2][NT];
-  for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const PackedQ8016& x = w[b];
     const char* pf = reinterpret_cast<const char*>(&x);
+    __m512i s[NT];
+    for (int t = 0; t < NT; ++t) s[t] = _mm512_set1_epi32(ex[t][b]);  // -128 * sum of the block's a
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) {
+      prefetch_line<kPrefetch>(pf + 64 * v);
+      __m512i q = load512(x.qs[v]);
+      pin(q);
+      for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], q, bcast32(a[t][b].qs + 4 * v));
+    }
     const __m512 d = load_f16x16(x.d);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      __m512i s[NT];
-      for (int t = 0; t < NT; ++t) s[t] = _mm512_set1_epi32(ex[t][2 * b + h]);  // -128 * sum of the half
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        const int v = 4 * h + i;
-        prefetch_line<kPrefetch>(pf + 64 * v);
-        __m512i q = load512(x.qs[v]);
-        pin(q);
-        for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], q, bcast32(a[t][b].qs + 4 * v));
-      }
-      for (int t = 0; t < NT; ++t) {
-        acc[h][t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[t][b].d)), _mm512_cvtepi32_ps(s[t]), acc[h][t]);
-      }
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[t][b].d)), _mm512_cvtepi32_ps(s[t]), acc[t]);
     }
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << n_rows) - 1);
-  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, _mm512_add_ps(acc[0][t], acc[1][t]));
+  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, acc[t]);
 }
 
 // Runs K<NT, kPrefetch> for NT = n (1 <= n <= kMax).
@@ -222,8 +221,8 @@ void run_tokens(int n, Args... args) {
 // PackedGemmFn: tokens in chunks of at most kMaxTokens, split evenly (10 tokens: 5 + 5 rather than
 // 8 + 2), so a verify step of up to kMaxTokens tokens unpacks each weight vector once. kMaxTokens
 // is what fits the 32 vector registers: Q4_K / Q6_K 12 (per token one int32 sub-block sum and one
-// super-block total; the float accumulators live on the stack between super-blocks), Q8_0 8 (two
-// float accumulators per token).
+// super-block total; the float accumulators live on the stack between super-blocks), Q8_0 12 (one
+// int32 block sum and one float accumulator per token).
 // Only the first chunk prefetches: later chunks find the group in L1 / L2. A one-token call (decode)
 // prefetches only while packed_decode_prefetch() is on (packed_rows.h: the CPU backend measures at
 // load which is faster on the machine).
@@ -282,7 +281,7 @@ PackedGemmFn avx512_vnni_packed_gemm(DType dtype) {
   switch (dtype) {
     case DType::Q4_K: return packed_gemm<PackedQ4K16, BlockQ8_K, kBlockK, 12, Q4K>;
     case DType::Q6_K: return packed_gemm<PackedQ6K16, BlockQ8_K, kBlockK, 12, Q6K>;
-    case DType::Q8_0: return packed_gemm<PackedQ8016, BlockQ8_0A, kBlockQ8_0, 8, Q80>;
+    case DType::Q8_0: return packed_gemm<PackedQ8016, BlockQ8_0A, kBlockQ8_0, 12, Q80>;
     default: return nullptr;
   }
 }
