@@ -267,12 +267,110 @@ inline void scores_4x2(const float* const q[4], const float* k0, const float* k1
   }
 }
 
+#if defined(QS_ATTENTION_AVX512)
+// exp(x) on 16 lanes with x <= 0: exp_nonpositive's range reduction and polynomial (Cephes' expf),
+// 16 lanes wide.
+inline __m512 exp16_nonpositive(__m512 x) {
+  const __m512 v = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), v);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+// The scores of 4 query rows against the 16 key rows of a KV block, one zmm per query row (lane j:
+// key j), unscaled: out[h][j] = sum_i q[h][i] * k[j][i] for j < rows; lanes j >= rows are
+// unspecified (k[j] for j >= rows is never read). n % 16 == 0.
+//
+// Per group of 4 keys, 16 accumulators (4 rows x 4 keys) hold 16-lane partial sums over i (lane l:
+// i = l mod 16, in order); a fixed shuffle-and-add tree reduces them to one zmm whose 128-bit lane
+// h holds row h's 4 scores, and a 4 x 4 transpose of 128-bit lanes puts each row's 16 keys in one
+// zmm. Every score's arithmetic depends only on its own row and key, so a query row gets the same
+// bits in whatever tile it is computed (paged_attention_tile == paged_attention_token).
+inline void scores_4x16(const float* const q[4], const float* const* k, int rows, int64_t n, __m512 out[4]) {
+  __m512 e[4];
+  for (int g = 0; g < 4; ++g) {
+    if (4 * g >= rows) {
+      e[g] = _mm512_setzero_ps();
+      continue;
+    }
+    const float* kr[4];
+    for (int c = 0; c < 4; ++c) kr[c] = k[std::min(4 * g + c, rows - 1)];
+    __m512 z[4][4];
+    for (int h = 0; h < 4; ++h) {
+      for (int c = 0; c < 4; ++c) z[h][c] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < n; i += 16) {
+      const __m512 k0 = _mm512_loadu_ps(kr[0] + i), k1 = _mm512_loadu_ps(kr[1] + i);
+      const __m512 k2 = _mm512_loadu_ps(kr[2] + i), k3 = _mm512_loadu_ps(kr[3] + i);
+      for (int h = 0; h < 4; ++h) {
+        const __m512 qv = _mm512_loadu_ps(q[h] + i);
+        z[h][0] = _mm512_fmadd_ps(qv, k0, z[h][0]);
+        z[h][1] = _mm512_fmadd_ps(qv, k1, z[h][1]);
+        z[h][2] = _mm512_fmadd_ps(qv, k2, z[h][2]);
+        z[h][3] = _mm512_fmadd_ps(qv, k3, z[h][3]);
+      }
+    }
+    // Per row h: w[h] 128-bit lane L = [key 0..3 sums over that lane's 4 elements].
+    __m512 w[4];
+    for (int h = 0; h < 4; ++h) {
+      const __m512 u01 = _mm512_add_ps(_mm512_unpacklo_ps(z[h][0], z[h][1]), _mm512_unpackhi_ps(z[h][0], z[h][1]));
+      const __m512 u23 = _mm512_add_ps(_mm512_unpacklo_ps(z[h][2], z[h][3]), _mm512_unpackhi_ps(z[h][2], z[h][3]));
+      w[h] = _mm512_add_ps(_mm512_shuffle_ps(u01, u23, 0x44), _mm512_shuffle_ps(u01, u23, 0xEE));
+    }
+    // Sum the four 128-bit lanes of each w[h]; lane h of e[g] = row h's keys 4g .. 4g + 3.
+    const __m512 x01 = _mm512_add_ps(_mm512_shuffle_f32x4(w[0], w[1], 0x88), _mm512_shuffle_f32x4(w[0], w[1], 0xDD));
+    const __m512 x23 = _mm512_add_ps(_mm512_shuffle_f32x4(w[2], w[3], 0x88), _mm512_shuffle_f32x4(w[2], w[3], 0xDD));
+    e[g] = _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
+  }
+  // 4 x 4 transpose of 128-bit lanes: out[h] = [e0.h, e1.h, e2.h, e3.h].
+  const __m512 a = _mm512_shuffle_f32x4(e[0], e[1], 0x44), b = _mm512_shuffle_f32x4(e[2], e[3], 0x44);
+  const __m512 c = _mm512_shuffle_f32x4(e[0], e[1], 0xEE), d = _mm512_shuffle_f32x4(e[2], e[3], 0xEE);
+  out[0] = _mm512_shuffle_f32x4(a, b, 0x88);
+  out[1] = _mm512_shuffle_f32x4(a, b, 0xDD);
+  out[2] = _mm512_shuffle_f32x4(c, d, 0x88);
+  out[3] = _mm512_shuffle_f32x4(c, d, 0xDD);
+}
+#endif
+
 // scale_add_rows for 4 output rows at once (acc[h], corr[h], w[h]: 4 heads of one token), sharing
 // each load of a V row; per element the same operations in the same order as scale_add_rows.
 inline void scale_add_rows_x4(float* const acc[4], const float corr[4], const float* const w[4],
                               const float* const* v, int rows, int64_t n) {
   int64_t i = 0;
 #if defined(QS_ATTENTION_AVX512)
+  // 64 elements x 4 rows in 16 accumulators: per V row 4 loads and 4 broadcasts feed 16 FMAs.
+  for (; i + 64 <= n; i += 64) {
+    __m512 a[4][4];
+    for (int h = 0; h < 4; ++h) {
+      const __m512 c = _mm512_set1_ps(corr[h]);
+      for (int u = 0; u < 4; ++u) a[h][u] = _mm512_mul_ps(_mm512_loadu_ps(acc[h] + i + 16 * u), c);
+    }
+    for (int j = 0; j < rows; ++j) {
+      const float* vj = v[j] + i;
+      const __m512 v0 = _mm512_loadu_ps(vj), v1 = _mm512_loadu_ps(vj + 16);
+      const __m512 v2 = _mm512_loadu_ps(vj + 32), v3 = _mm512_loadu_ps(vj + 48);
+      for (int h = 0; h < 4; ++h) {
+        const __m512 wj = _mm512_set1_ps(w[h][j]);
+        a[h][0] = _mm512_fmadd_ps(wj, v0, a[h][0]);
+        a[h][1] = _mm512_fmadd_ps(wj, v1, a[h][1]);
+        a[h][2] = _mm512_fmadd_ps(wj, v2, a[h][2]);
+        a[h][3] = _mm512_fmadd_ps(wj, v3, a[h][3]);
+      }
+    }
+    for (int h = 0; h < 4; ++h) {
+      for (int u = 0; u < 4; ++u) _mm512_storeu_ps(acc[h] + i + 16 * u, a[h][u]);
+    }
+  }
   for (; i + 32 <= n; i += 32) {
     __m512 a[4][2];
     for (int h = 0; h < 4; ++h) {
@@ -369,6 +467,36 @@ void attention_tile_impl(const float* q, int64_t q_stride, int n_q, const int64_
           const int rows_t = static_cast<int>(std::min<int64_t>(kKvBlockSize, n_context[t] - j0));
           if (rows_t <= 0) continue;
           const float* qt = q + t * q_stride;
+#if defined(QS_ATTENTION_AVX512)
+          if (d % 16 == 0) {
+            // Scores of 4 heads x 16 keys in registers (a missing head repeats the last one and is
+            // dropped), then per head the online-softmax step on one zmm: slots past rows_t weigh 0.
+            alignas(64) float max_step[kHeadsPerPass] = {}, rescale[kHeadsPerPass], block_sum[kHeadsPerPass];
+            const __mmask16 valid = static_cast<__mmask16>((1u << rows_t) - 1);
+            const __m512 scale_v = _mm512_set1_ps(scale);
+            for (int h = 0; h < nh; h += 4) {
+              for (int r = 0; r < 4; ++r) q_rows[r] = qt + (h0 + std::min(h + r, nh - 1)) * d;
+              __m512 sv[4];
+              scores_4x16(q_rows, k_ptr, rows_t, d, sv);
+              const int heads = std::min(4, nh - h);
+              for (int r = 0; r < heads; ++r) {
+                const __m512 x = _mm512_mul_ps(sv[r], scale_v);
+                const float block_max = std::max(running_max[t][h + r], _mm512_mask_reduce_max_ps(valid, x));
+                max_step[h + r] = running_max[t][h + r] == -INFINITY ? 0.0f : running_max[t][h + r] - block_max;
+                running_max[t][h + r] = block_max;
+                const __m512 p = _mm512_maskz_mov_ps(valid, exp16_nonpositive(_mm512_sub_ps(x, _mm512_set1_ps(block_max))));
+                _mm512_storeu_ps(s[t][h + r], p);
+                block_sum[h + r] = _mm512_reduce_add_ps(p);
+              }
+            }
+            exp_nonpositive(max_step, kHeadsPerPass, rescale);
+            for (int h = 0; h < nh; ++h) {
+              correction[t][h] = rescale[h];  // 1 at the first block, where the sum and output are 0
+              running_sum[t][h] = running_sum[t][h] * correction[t][h] + block_sum[h];
+            }
+            continue;
+          }
+#endif
           // Scores in 4-head x 2-key tiles; a missing head or key repeats the last one and its
           // scores are dropped.
           for (int h = 0; h < nh; h += 4) {
