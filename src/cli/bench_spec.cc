@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "engine/generator.h"
 #include "engine/sequence_runner.h"
 
@@ -24,12 +25,6 @@ std::vector<int32_t> lcg_tokens(int64_t n, int32_t vocab, uint64_t seed) {
     id = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(vocab));
   }
   return ids;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Median seconds of one step with `k` drafts (k == 0: a plain one-token decode step) at a

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels/packed_rows.h"
+#include "core/stats.h"
 
 namespace qs {
 
@@ -17,10 +18,6 @@ constexpr size_t kPassBytes = size_t{512} << 20;
 constexpr int kTimedPasses = 5;
 constexpr double kMinGain = 0.95;  // off only when its median <= 0.95 x the median with prefetch
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 }  // namespace
 
 std::string DecodePrefetchChoice::describe() const {

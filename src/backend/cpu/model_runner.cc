@@ -176,24 +176,48 @@ void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv
     }
   });
 
-  const kernels::AttentionShape shape{config_.num_attention_heads, config_.num_key_value_heads, d};
-  const auto attend = [&](const AttentionTile& tile) {
+  // Attention of one tile over its KV heads [g0, g1): the kernel sees a model with g1 - g0 KV heads
+  // whose K / V rows start g0 rows into each block (KvLayerView::row_offset keeps the full head
+  // count as the block's stride) and whose q / out rows start at head g0 * group.
+  const int64_t n_kv = config_.num_key_value_heads;
+  const int64_t group = config_.num_attention_heads / n_kv;
+  const auto attend_heads = [&](const AttentionTile& tile, int64_t g0, int64_t g1) {
     const int64_t i = tile.first_token;
-    kernels::paged_attention_tile(&q_[i * q_dim], q_dim, tile.n_tokens, &context_[i], shape, kv_layer,
-                                  batch.block_table(tile.seq).data(), &attn_out_[i * q_dim], q_dim);
+    kernels::KvLayerView heads = kv_layer;
+    const size_t skip = static_cast<size_t>(g0) * kKvBlockSize * kv_layer.row_bytes;
+    heads.k += skip;
+    heads.v += skip;
+    const kernels::AttentionShape shape{(g1 - g0) * group, g1 - g0, d};
+    const int64_t first = g0 * group * d;
+    kernels::paged_attention_tile(&q_[i * q_dim + first], q_dim, tile.n_tokens, &context_[i], shape, heads,
+                                  batch.block_table(tile.seq).data(), &attn_out_[i * q_dim + first], q_dim);
   };
-  // A tile's attention costs O(its positions), and parallel_for hands each thread a contiguous
-  // range: over a prefill chunk the thread with the early tiles would idle (2 threads at pp512:
-  // 1/4 vs 3/4 of the work). Work item p is the pair of tiles (p, n - 1 - p), balanced for any
-  // contiguous split. Tiling does not change results (paged_attention_tile is bit-identical per
-  // token to paged_attention_token).
+  const auto attend = [&](const AttentionTile& tile) { attend_heads(tile, 0, n_kv); };
   const auto n_tiles = static_cast<int64_t>(attention_tiles_.size());
-  pool_.parallel_for((n_tiles + 1) / 2, [&](int64_t begin, int64_t end, int) {
-    for (int64_t p = begin; p < end; ++p) {
-      attend(attention_tiles_[p]);
-      if (n_tiles - 1 - p != p) attend(attention_tiles_[n_tiles - 1 - p]);
-    }
-  });
+  if (n_tiles < pool_.n_threads()) {
+    // Fewer tiles than threads (decode of one or a few sequences): each tile's KV heads are split
+    // into parts run in parallel, instead of one thread attending while the others wait. Heads
+    // are independent, so the results are the same bits.
+    const int64_t parts = std::min<int64_t>(n_kv, pool_.n_threads());
+    pool_.parallel_for(n_tiles * parts, [&](int64_t begin, int64_t end, int) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t part = item % parts;
+        attend_heads(attention_tiles_[item / parts], part * n_kv / parts, (part + 1) * n_kv / parts);
+      }
+    });
+  } else {
+    // A tile's attention costs O(its positions), and parallel_for hands each thread a contiguous
+    // range: over a prefill chunk the thread with the early tiles would idle (2 threads at pp512:
+    // 1/4 vs 3/4 of the work). Work item p is the pair of tiles (p, n - 1 - p), balanced for any
+    // contiguous split. Tiling does not change results (paged_attention_tile is bit-identical per
+    // token to paged_attention_token).
+    pool_.parallel_for((n_tiles + 1) / 2, [&](int64_t begin, int64_t end, int) {
+      for (int64_t p = begin; p < end; ++p) {
+        attend(attention_tiles_[p]);
+        if (n_tiles - 1 - p != p) attend(attention_tiles_[n_tiles - 1 - p]);
+      }
+    });
+  }
 
   kernels::matmul(*w.o_proj, attn_out_.data(), n, h_.data(), pool_, scratch_);
   for (int64_t i = 0; i < n * hidden; ++i) x_[i] += h_[i];

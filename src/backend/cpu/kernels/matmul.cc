@@ -1,6 +1,7 @@
 #include "backend/cpu/kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "core/error.h"
@@ -81,16 +82,27 @@ void matmul_packed(const DotKernels& kernels, const TensorView& weight, const fl
         prepare_packed_activations(weight.dtype, a, in, extra + t * extra_stride);
       }
     });
-    pool.parallel_for(n_groups, [&](int64_t g_begin, int64_t g_end, int) {
-      for (int64_t g = g_begin; g < g_end; ++g) {
-        const int64_t r0 = g * kPackedRows;
-        const int n_rows = static_cast<int>(std::min<int64_t>(kPackedRows, out - r0));
-        float* yt = y + t0 * out + r0;
-        fn(in, weight.data + g * group_bytes, n_rows, act, act_stride, extra, extra_stride, static_cast<int>(nt), yt,
-           static_cast<size_t>(out));
-        if (bias != nullptr) {
-          for (int64_t t = 0; t < nt; ++t) {
-            for (int r = 0; r < n_rows; ++r) yt[t * out + r] += bias[r0 + r];
+    // Threads claim runs of groups from a shared counter (about kRunsPerThread runs each) instead of
+    // one fixed range each: a thread slowed by a noisy neighbour or a cold start no longer leaves
+    // the others spinning at the end of every matmul. A group's result does not depend on which
+    // thread computes it.
+    constexpr int64_t kRunsPerThread = 8;
+    const int64_t run = std::max<int64_t>(1, n_groups / (static_cast<int64_t>(pool.n_threads()) * kRunsPerThread));
+    std::atomic<int64_t> next_group{0};
+    pool.parallel_for(pool.n_threads(), [&](int64_t, int64_t, int) {
+      for (int64_t g_begin = next_group.fetch_add(run, std::memory_order_relaxed); g_begin < n_groups;
+           g_begin = next_group.fetch_add(run, std::memory_order_relaxed)) {
+        const int64_t g_end = std::min(n_groups, g_begin + run);
+        for (int64_t g = g_begin; g < g_end; ++g) {
+          const int64_t r0 = g * kPackedRows;
+          const int n_rows = static_cast<int>(std::min<int64_t>(kPackedRows, out - r0));
+          float* yt = y + t0 * out + r0;
+          fn(in, weight.data + g * group_bytes, n_rows, act, act_stride, extra, extra_stride, static_cast<int>(nt), yt,
+             static_cast<size_t>(out));
+          if (bias != nullptr) {
+            for (int64_t t = 0; t < nt; ++t) {
+              for (int r = 0; r < n_rows; ++r) yt[t * out + r] += bias[r0 + r];
+            }
           }
         }
       }
