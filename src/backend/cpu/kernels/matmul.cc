@@ -47,8 +47,9 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y
 
 namespace {
 // The packed path of matmul_with: activations quantized (and their packed terms prepared) once per
-// chunk of max_tokens tokens, then each thread runs its contiguous range of 16-row groups over all
-// tokens of the chunk (the kernel loops over 8-token sub-chunks, re-reading a group from L1/L2).
+// chunk of max_tokens tokens, then the threads run contiguous runs of 16-row groups (claimed from a
+// shared counter) over all tokens of the chunk (the kernel loops over sub-chunks of up to 12
+// tokens, re-reading a group from L1/L2).
 void matmul_packed(const DotKernels& kernels, const TensorView& weight, const float* x, int64_t n_tokens, float* y,
                    ThreadPool& pool, MatmulScratch& scratch, const float* bias) {
   const int64_t out = weight.rows();
