@@ -40,7 +40,10 @@ def fail(message):
 
 def run(cmd):
     """Runs cmd (list) and returns its stdout; exits 2 naming the command when it fails."""
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:  # not an executable, a directory, a binary for another machine
+        fail(f"cannot run `{shlex.join(cmd)}`: {e}")
     if proc.returncode != 0:
         fail(f"`{shlex.join(cmd)}` exited {proc.returncode}:\n{proc.stderr[-2000:]}")
     return proc.stdout
@@ -55,9 +58,14 @@ def qwenserve_run(binary, model, args):
         line = line.strip()
         if not line.startswith("{"):
             continue
-        j = json.loads(line)
-        results[j["test"]] = float(j["tokens_per_second"])
-        model_bytes = int(j["model_bytes"])
+        try:
+            j = json.loads(line)
+            results[j["test"]] = float(j["tokens_per_second"])
+            model_bytes = int(j["model_bytes"])
+        except (ValueError, KeyError, TypeError) as e:
+            fail(f"`{shlex.join(cmd)}` printed a line that is not a bench result ({e}): {line[:200]}")
+    if not results:
+        fail(f"`{shlex.join(cmd)}` printed no bench results")
     return results, model_bytes
 
 
@@ -77,13 +85,18 @@ def peer_run(binary, model, args):
     """{test name: avg tokens/s} and the build commit from one `llama-bench -o json` run."""
     cmd = [binary, "-m", model, "-p", str(args.n_prompt), "-n", str(args.n_gen), "-t", str(args.threads),
            "-r", str(args.repetitions), "-o", "json"] + shlex.split(args.peer_args)
-    rows = json.loads(run(cmd))
+    out = run(cmd)
     results, commit = {}, "?"
-    for row in rows:
-        n_prompt, n_gen = int(row.get("n_prompt", 0)), int(row.get("n_gen", 0))
-        name = f"pp{n_prompt}" if n_gen == 0 else f"tg{n_gen}"
-        results[name] = float(row["avg_ts"])
-        commit = row.get("build_commit", commit)
+    try:
+        for row in json.loads(out):
+            n_prompt, n_gen = int(row.get("n_prompt", 0)), int(row.get("n_gen", 0))
+            name = f"pp{n_prompt}" if n_gen == 0 else f"tg{n_gen}"
+            results[name] = float(row["avg_ts"])
+            commit = row.get("build_commit", commit)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        fail(f"`{shlex.join(cmd)}` did not print llama-bench's JSON rows ({e}): {out[:200]!r}")
+    if not results:
+        fail(f"`{shlex.join(cmd)}` printed no results")
     return results, commit
 
 
@@ -91,8 +104,10 @@ def read_probe_gbps(microbench, threads):
     """Read bandwidth in GB/s with `threads` threads (qwenserve_microbench ReadBandwidth)."""
     out = run([microbench, f"--benchmark_filter=^ReadBandwidth/threads:{threads}(/real_time)?$",
                "--benchmark_format=json", "--benchmark_min_time=0.5"])
-    benchmarks = json.loads(out)["benchmarks"]
-    return max(float(b["GB_per_s"]) for b in benchmarks)
+    try:
+        return max(float(b["GB_per_s"]) for b in json.loads(out)["benchmarks"])
+    except (ValueError, KeyError, TypeError) as e:
+        fail(f"`{microbench}` did not print a ReadBandwidth result ({e}): {out[:200]!r}")
 
 
 def cpu_description():
@@ -132,8 +147,19 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", help="also write every round's figures to this file")
     args = p.parse_args()
+    for name, value in (("--threads", args.threads), ("--repetitions", args.repetitions), ("--rounds", args.rounds)):
+        if value < 1:
+            p.error(f"{name} must be >= 1, got {value}")
+    try:
+        shlex.split(args.peer_args)
+    except ValueError as e:
+        p.error(f"--peer-args: {e}")
+    if args.json:
+        json_dir = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(json_dir):
+            p.error(f"--json: the folder {json_dir!r} does not exist")
     for binary in [args.peer, args.qwenserve] + ([args.microbench] if args.microbench else []):
-        if not os.access(binary, os.X_OK):
+        if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
             fail(f"{binary} is not an executable file")
 
     qs_rounds = {m: [] for m in args.model}

@@ -7,7 +7,8 @@ its arguments. Checked: the peer receives the same model, -p, -n, -t, -r as qwen
 default peer settings (-rtr 1 -fa 1 -mmp 0); the two engines alternate order per round
 (qwenserve first in round 1, the peer first in round 2); the peer column is the stand-in's fixed
 value, the ratio is qwenserve's median / that value, the tg read share is model_bytes * t/s / probe;
-the peer's build_commit is printed; a missing peer binary exits 2 with a message naming it.
+the peer's build_commit is printed; a missing peer binary, a peer that prints no llama-bench JSON
+and bad argument values exit 2 with a message naming the problem.
 
 Env: QS_BIN, QS_SOURCE_DIR, QS_TOKENIZER_DIR, QS_WORK_DIR.
 """
@@ -132,6 +133,19 @@ def main():
     bad = subprocess.run([sys.executable, HARNESS, "--peer", os.path.join(WORK, "nope"), "-m", model],
                          capture_output=True, text=True)
     check(bad.returncode == 2 and "nope is not an executable file" in bad.stderr, "missing peer: exit 2 naming it")
+
+    # A peer that runs but prints no llama-bench JSON (here: a directory, then /bin/true) and bad
+    # argument values end with exit 2 and a message, not a Python traceback.
+    for peer_path, needle in ((WORK, "is not an executable file"), ("/bin/true", "did not print llama-bench's JSON")):
+        out = subprocess.run([sys.executable, HARNESS, "--peer", peer_path, "-m", model, "-p", "8", "-n", "0",
+                              "--rounds", "1", "--microbench="], capture_output=True, text=True)
+        check(out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr,
+              f"peer {peer_path}: exit 2, {needle!r}")
+    for extra, needle in ((["-t", "0"], "--threads must be >= 1"), (["--rounds", "0"], "--rounds must be >= 1"),
+                          (["--peer-args=\"x"], "--peer-args"), (["--json", "/nonexistent/dir/x.json"], "does not exist")):
+        out = subprocess.run([sys.executable, HARNESS, "--peer", peer, "-m", model] + extra,
+                             capture_output=True, text=True)
+        check(out.returncode == 2 and needle in out.stderr, f"{' '.join(extra)}: exit 2 naming it")
 
 
 if __name__ == "__main__":
