@@ -130,6 +130,9 @@ void run_spec_repeat(Backend& backend, const SpecBenchOptions& options) {
                                 {"speedup", fast / base}, {"acceptance_rate", acceptance},
                                 {"decode_steps", speculative.decode_steps}, {"outputs_identical", identical}};
     std::printf("%s\n", j.dump().c_str());
+  } else if (!(base > 0 && fast > 0)) {
+    std::printf("\nrepeating workload: %lld greedy tokens leave no timed decode steps (the first token ends the "
+                "prefill): speedup n/a; use --spec-repeat 2 or more\n", static_cast<long long>(options.repeat_tokens));
   } else {
     std::printf("\nrepeating workload: %lld greedy tokens after a %lld-token prompt (a 16-token phrase x %lld, bias %.1f), "
                 "median of %d runs\n", static_cast<long long>(options.repeat_tokens),
