@@ -149,38 +149,37 @@ void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv
   const int64_t q_dim = config_.q_dim();
   const int64_t kv_dim = config_.kv_dim();
   norm_rows(x_.data(), *w.attn_norm, n, h_.data());
-  kernels::matmul(*w.q_proj, h_.data(), n, q_.data(), pool_, scratch_, vector_f32(w.q_bias));
-  kernels::matmul(*w.k_proj, h_.data(), n, k_.data(), pool_, scratch_, vector_f32(w.k_bias));
-  kernels::matmul(*w.v_proj, h_.data(), n, v_.data(), pool_, scratch_, vector_f32(w.v_bias));
+  // Q, K and V read the same normed rows: one fused call (one fork-join in a decode step).
+  const kernels::MatmulOutput qkv[] = {{w.q_proj, q_.data(), vector_f32(w.q_bias)},
+                                       {w.k_proj, k_.data(), vector_f32(w.k_bias)},
+                                       {w.v_proj, v_.data(), vector_f32(w.v_bias)}};
+  kernels::matmul_outputs(qkv, h_.data(), n, pool_, scratch_);
 
   const kernels::KvLayerView kv_layer = kv.layer(layer);
   const auto slots = batch.slot_mapping();
-  const auto positions = batch.positions();
   const float* q_norm = vector_f32(w.q_norm);
   const float* k_norm = vector_f32(w.k_norm);
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) {
-      float* q = &q_[i * q_dim];
-      float* k = &k_[i * kv_dim];
-      if (q_norm != nullptr) {
-        for (int64_t h = 0; h < config_.num_attention_heads; ++h) {
-          kernels::rms_norm(q + h * d, q_norm, d, config_.rms_norm_eps, q + h * d);
-        }
-        for (int64_t h = 0; h < config_.num_key_value_heads; ++h) {
-          kernels::rms_norm(k + h * d, k_norm, d, config_.rms_norm_eps, k + h * d);
-        }
-      }
-      kernels::rope_neox(q, config_.num_attention_heads, d, &rope_[i * d]);
-      kernels::rope_neox(k, config_.num_key_value_heads, d, &rope_[i * d]);
-      kernels::kv_store(kv_layer, slots[i], k, &v_[i * kv_dim]);
+  const int64_t n_kv = config_.num_key_value_heads;
+  const int64_t group = config_.num_attention_heads / n_kv;
+  // Token i, KV heads [g0, g1): QK-norm (Qwen3) and RoPE of those K heads and of the query heads of
+  // their groups, then their K and V rows stored in the cache. Every step is per head, so any split
+  // of the heads gives the same bits.
+  const auto prepare_heads = [&](int64_t i, int64_t g0, int64_t g1) {
+    float* q = &q_[i * q_dim + g0 * group * d];
+    float* k = &k_[i * kv_dim + g0 * d];
+    const int64_t n_q_heads = (g1 - g0) * group;
+    if (q_norm != nullptr) {
+      for (int64_t h = 0; h < n_q_heads; ++h) kernels::rms_norm(q + h * d, q_norm, d, config_.rms_norm_eps, q + h * d);
+      for (int64_t h = 0; h < g1 - g0; ++h) kernels::rms_norm(k + h * d, k_norm, d, config_.rms_norm_eps, k + h * d);
     }
-  });
+    kernels::rope_neox(q, n_q_heads, d, &rope_[i * d]);
+    kernels::rope_neox(k, g1 - g0, d, &rope_[i * d]);
+    kernels::kv_store(kv_layer, slots[i], &k_[i * kv_dim], &v_[i * kv_dim], g0, g1);
+  };
 
   // Attention of one tile over its KV heads [g0, g1): the kernel sees a model with g1 - g0 KV heads
   // whose K / V rows start g0 rows into each block (KvLayerView::row_offset keeps the full head
   // count as the block's stride) and whose q / out rows start at head g0 * group.
-  const int64_t n_kv = config_.num_key_value_heads;
-  const int64_t group = config_.num_attention_heads / n_kv;
   const auto attend_heads = [&](const AttentionTile& tile, int64_t g0, int64_t g1) {
     const int64_t i = tile.first_token;
     kernels::KvLayerView heads = kv_layer;
@@ -194,15 +193,32 @@ void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv
   };
   const auto attend = [&](const AttentionTile& tile) { attend_heads(tile, 0, n_kv); };
   const auto n_tiles = static_cast<int64_t>(attention_tiles_.size());
-  if (n_tiles < pool_.n_threads()) {
-    // Fewer tiles than threads (decode of one or a few sequences): each tile's KV heads are split
-    // into parts run in parallel, instead of one thread attending while the others wait. Heads
-    // are independent, so the results are the same bits.
+  bool one_tile_per_seq = true;
+  for (int64_t t = 1; t < n_tiles; ++t) one_tile_per_seq &= attention_tiles_[t].seq != attention_tiles_[t - 1].seq;
+  // Fewer tiles than threads (decode of one or a few sequences): each tile's KV heads are split
+  // into parts run in parallel, instead of one thread attending while the others wait. With one
+  // tile per sequence each part also prepares and stores its own heads of the tile's tokens first
+  // (no serial pass before): a part reads only the K / V rows of its heads, of earlier positions
+  // (stored by earlier steps) and of the tile's own tokens (stored by this part), so no other part
+  // writes a row it reads. Heads are independent, so the results are the same bits.
+  const bool split_heads = n_tiles < pool_.n_threads();
+  const bool prepare_in_parts = split_heads && one_tile_per_seq;
+  if (!prepare_in_parts) {
+    pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) prepare_heads(i, 0, n_kv);
+    });
+  }
+  if (split_heads) {
     const int64_t parts = std::min<int64_t>(n_kv, pool_.n_threads());
     pool_.parallel_for(n_tiles * parts, [&](int64_t begin, int64_t end, int) {
       for (int64_t item = begin; item < end; ++item) {
         const int64_t part = item % parts;
-        attend_heads(attention_tiles_[item / parts], part * n_kv / parts, (part + 1) * n_kv / parts);
+        const AttentionTile& tile = attention_tiles_[item / parts];
+        const int64_t g0 = part * n_kv / parts, g1 = (part + 1) * n_kv / parts;
+        if (prepare_in_parts) {
+          for (int64_t i = tile.first_token; i < tile.first_token + tile.n_tokens; ++i) prepare_heads(i, g0, g1);
+        }
+        attend_heads(tile, g0, g1);
       }
     });
   } else {
@@ -226,10 +242,11 @@ void ModelRunner::attention_block(const StepBatch& batch, const CpuKvStorage& kv
 void ModelRunner::mlp_block(int64_t n, int64_t layer) {
   const LayerWeights& w = packed_.weights().layers[layer];
   const int64_t hidden = config_.hidden_size;
-  const int64_t inter = config_.intermediate_size;
   norm_rows(x_.data(), *w.ffn_norm, n, h_.data());
-  kernels::matmul(*w.gate_proj, h_.data(), n, gate_.data(), pool_, scratch_);
-  kernels::matmul(*w.up_proj, h_.data(), n, up_.data(), pool_, scratch_);
+  // Gate and up read the same normed rows: one fused call.
+  const kernels::MatmulOutput gate_up[] = {{w.gate_proj, gate_.data(), nullptr}, {w.up_proj, up_.data(), nullptr}};
+  kernels::matmul_outputs(gate_up, h_.data(), n, pool_, scratch_);
+  const int64_t inter = config_.intermediate_size;
   pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     kernels::silu_mul(&gate_[begin * inter], &up_[begin * inter], (end - begin) * inter);
   });

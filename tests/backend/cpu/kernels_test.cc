@@ -575,6 +575,41 @@ INSTANTIATE_TEST_SUITE_P(Kernel, KernelPagedAttention,
                            return std::string(dtype_name(kv_element_type(info.param)));
                          });
 
+// kv_store with a head range writes exactly those KV heads' rows, each with the reference encoding
+// of formats/ (quantize_row), and leaves every other byte as it was.
+TEST(KernelKvStore, HeadRangeWritesOnlyThoseHeadsWithTheReferenceEncoding) {
+  const ModelConfig config = attention_config();
+  const int64_t n_kv = 2, d = 64;
+  for (KvDType kv_type : {KvDType::kF16, KvDType::kQ8_0}) {
+    CpuKvStorage cache(config, kv_type, 4);
+    const kernels::KvLayerView layer = cache.layer(1);
+    const size_t layer_bytes = static_cast<size_t>(4) * n_kv * 16 * layer.row_bytes;
+    std::memset(layer.k, 0xAB, layer_bytes);
+    std::memset(layer.v, 0xAB, layer_bytes);
+    std::mt19937 rng(63);
+    const std::vector<float> k = random_floats(static_cast<size_t>(n_kv * d), rng);
+    const std::vector<float> v = random_floats(static_cast<size_t>(n_kv * d), rng);
+    const int32_t slot = 2 * 16 + 5;  // block 2, row 5
+    kernels::kv_store(layer, slot, k.data(), v.data(), 1, 2);
+    std::vector<uint8_t> expect(layer.row_bytes);
+    for (auto [base, values] : {std::pair{layer.k, &k}, std::pair{layer.v, &v}}) {
+      const size_t written = layer.row_offset(2, 1, 5);
+      quantize_row(layer.element_type, values->data() + d, expect.data(), d);
+      EXPECT_EQ(std::memcmp(base + written, expect.data(), layer.row_bytes), 0) << dtype_name(layer.element_type);
+      for (size_t i = 0; i < layer_bytes; ++i) {
+        if (i >= written && i < written + layer.row_bytes) continue;
+        ASSERT_EQ(base[i], 0xAB) << dtype_name(layer.element_type) << " byte " << i << " changed";
+      }
+    }
+    // Head 0 next: the same slot now holds both heads as one full store would write them.
+    kernels::kv_store(layer, slot, k.data(), v.data(), 0, 1);
+    for (int64_t g = 0; g < n_kv; ++g) {
+      quantize_row(layer.element_type, k.data() + g * d, expect.data(), d);
+      EXPECT_EQ(std::memcmp(layer.k + layer.row_offset(2, g, 5), expect.data(), layer.row_bytes), 0) << g;
+    }
+  }
+}
+
 TEST(KernelPagedAttentionSingleKey, OneKeyReturnsItsValue) {
   // With one key the softmax weight is exactly 1: the output is the (cached) value row.
   const ModelConfig config = attention_config();

@@ -267,6 +267,96 @@ TEST(KernelPackedRows, ExtremeLevelsAreExact) {
   }
 }
 
+// matmul_outputs (Q, K and V; gate and up): the products of one input in one packed pass return,
+// bit for bit, what one matmul_with per weight returns (checked against the row-major kernels and
+// float64 above), for every token count, chunking and thread count, and stay within the float64
+// bound of the decoded operands. Q4_K beside Q6_K share the Q8_K activations but not their packed
+// terms (two extra slices); mixes one pass cannot serve (Q8_0 beside Q4_K, a row-major weight) run
+// one call per weight, with the same bits.
+TEST(KernelPackedRows, FusedOutputsEqualOneMatmulPerWeight) {
+  std::string reason;
+  const DotKernels* k = vnni_or_skip_reason(&reason);
+  if (k == nullptr) GTEST_SKIP() << reason;
+  struct Spec {
+    DType dtype;
+    int64_t rows;
+    bool packed;
+    bool bias;
+  };
+  const std::vector<std::vector<Spec>> cases = {
+      {{DType::Q4_K, 37, true, true}, {DType::Q4_K, 16, true, false}, {DType::Q6_K, 21, true, true}},
+      {{DType::Q8_0, 33, true, false}, {DType::Q8_0, 16, true, true}},
+      {{DType::Q8_0, 37, true, false}, {DType::Q4_K, 16, true, false}},
+      {{DType::Q4_K, 37, false, false}, {DType::Q6_K, 16, true, true}, {DType::Q4_K, 5, true, false}},
+  };
+  const int64_t in = 512, max_tokens = 40;
+  std::mt19937 rng(1604);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(max_tokens * in);
+  for (float& v : x) v = dist(rng);
+  ThreadPool pool1(1), pool3(3);
+  kernels::MatmulScratch big(3, in, 64), small(3, in, 5);
+  for (size_t c = 0; c < cases.size(); ++c) {
+    std::vector<Weights> weights;
+    std::vector<std::vector<uint8_t>> packed;
+    std::vector<TensorView> views;
+    std::vector<std::vector<float>> biases;
+    for (const Spec& spec : cases[c]) {
+      weights.push_back(make_weights(spec.dtype, spec.rows, in, rng));
+      packed.push_back(pack_all(spec.dtype, weights.back(), spec.rows, in));
+      std::vector<float> bias(spec.rows);
+      for (float& v : bias) v = dist(rng);
+      biases.push_back(spec.bias ? bias : std::vector<float>{});
+    }
+    for (size_t i = 0; i < cases[c].size(); ++i) {
+      const Spec& spec = cases[c][i];
+      TensorView view{"w" + std::to_string(i), spec.dtype, {spec.rows, in}, weights[i].bytes.data(),
+                      weights[i].bytes.size()};
+      if (spec.packed) {
+        view.data = packed[i].data();
+        view.size_bytes = packed[i].size();
+        view.layout = TensorLayout::kPackedRows16;
+      }
+      views.push_back(view);
+    }
+    // One matmul_with per weight, all tokens at once, one thread: the reference.
+    std::vector<std::vector<float>> expect;
+    for (size_t i = 0; i < views.size(); ++i) {
+      expect.emplace_back(max_tokens * views[i].rows(), NAN);
+      kernels::matmul_with(*k, views[i], x.data(), max_tokens, expect[i].data(), pool1, big,
+                           biases[i].empty() ? nullptr : biases[i].data());
+      for (int64_t r = 0; r < views[i].rows(); ++r) {  // token 0 against float64
+        double sum = biases[i].empty() ? 0.0 : biases[i][r], magnitude = 0;
+        for (int64_t j = 0; j < in; ++j) {
+          sum += static_cast<double>(weights[i].decoded[r * in + j]) * x[j];
+          magnitude += std::fabs(static_cast<double>(weights[i].decoded[r * in + j])) * 4.0;
+        }
+        EXPECT_NEAR(expect[i][r], sum, magnitude / 127.0 + 1e-3) << "case " << c << " weight " << i;
+      }
+    }
+    for (int64_t n_tokens : {1, 2, 5, 12, 13, 40}) {
+      for (ThreadPool* pool : {&pool1, &pool3}) {
+        for (kernels::MatmulScratch* scratch : {&big, &small}) {
+          std::vector<std::vector<float>> y;
+          std::vector<kernels::MatmulOutput> outputs;
+          for (size_t i = 0; i < views.size(); ++i) y.emplace_back(n_tokens * views[i].rows(), NAN);
+          for (size_t i = 0; i < views.size(); ++i) {
+            outputs.push_back({&views[i], y[i].data(), biases[i].empty() ? nullptr : biases[i].data()});
+          }
+          kernels::matmul_outputs_with(*k, outputs, x.data(), n_tokens, *pool, *scratch);
+          for (size_t i = 0; i < views.size(); ++i) {
+            for (int64_t e = 0; e < n_tokens * views[i].rows(); ++e) {
+              ASSERT_EQ(bits_of(y[i][e]), bits_of(expect[i][e]))
+                  << "case " << c << " weight " << i << " tokens " << n_tokens << " threads " << pool->n_threads()
+                  << " element " << e;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelPackedRows, PackedWeightOnATableWithoutPackedKernelsIsAnError) {
   const DotKernels& scalar = kernels::scalar_dot_kernels();
   std::vector<uint8_t> packed(kernels::packed_matrix_bytes(DType::Q8_0, 16, 32));

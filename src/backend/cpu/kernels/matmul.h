@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "formats/tensor.h"
@@ -46,8 +47,12 @@ class MatmulScratch {
   /// 32-byte aligned repack buffer of thread `thread` (< n_threads()).
   uint8_t* repack_buffer(int thread);
   /// Per-token terms of the packed kernels (prepare_packed_activations): max_tokens() rows of
-  /// packed_extra_stride() int32.
-  int32_t* packed_extra() { return extra_.data(); }
+  /// packed_extra_stride() int32, in kPackedExtraSlices slices (one per weight type of a fused
+  /// call: Q4_K and Q6_K share their Q8_K activations but not these terms).
+  static constexpr int kPackedExtraSlices = 2;
+  int32_t* packed_extra(int slice = 0) {
+    return extra_.data() + extra_stride_ * static_cast<size_t>(max_tokens_) * static_cast<size_t>(slice);
+  }
   size_t packed_extra_stride() const { return extra_stride_; }
 
  private:
@@ -73,5 +78,25 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* y
 struct DotKernels;
 void matmul_with(const DotKernels& kernels, const TensorView& weight, const float* x, int64_t n_tokens,
                  float* y, ThreadPool& pool, MatmulScratch& scratch, const float* bias = nullptr);
+
+/// One product of a fused call: y [n_tokens, weight->rows()] f32 = x W^T (+ bias [rows] f32 when
+/// not null).
+struct MatmulOutput {
+  const TensorView* weight = nullptr;
+  float* y = nullptr;
+  const float* bias = nullptr;
+};
+
+/// Every product of `outputs` (at most 4) with the same input x [n_tokens, in] f32 (Q, K and V;
+/// gate and up):
+/// the same bits as one matmul_with() per output. When all weights are packed (kPackedRows16) with
+/// the same width and activation format, x is quantized once and ONE parallel region runs the
+/// 16-row groups of all of them, claimed from one counter: a decode step pays one fork-join and
+/// one tail (the last run of groups, while the other threads wait) instead of one per projection.
+/// Otherwise it is one matmul_with() per output. Throws what matmul_with throws.
+void matmul_outputs_with(const DotKernels& kernels, std::span<const MatmulOutput> outputs, const float* x,
+                         int64_t n_tokens, ThreadPool& pool, MatmulScratch& scratch);
+void matmul_outputs(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, ThreadPool& pool,
+                    MatmulScratch& scratch);
 
 }  // namespace qs::kernels

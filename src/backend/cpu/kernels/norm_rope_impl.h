@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/kernels/vec_exp.h"
+
 namespace qs::kernels {
 namespace {
 
@@ -31,8 +33,30 @@ void rope_neox_impl(float* x, int64_t n_heads, int64_t head_dim, const float* co
   }
 }
 
+// gate[i] = silu(gate[i]) * up[i] = g / (1 + exp(-g)) * up[i]. With AVX2: per 8 lanes
+// e = exp(-|g|) (vec_exp.h, e in (0, 1]), sigmoid(g) = 1 / (1 + e) for g >= 0 and e / (1 + e)
+// otherwise (the same value, never overflowing), so silu = g * sigmoid * up: vec_exp.h's ~3.4 ulps
+// plus four roundings, within the 8-ulp bound the tests hold every level to. A vector with a lane
+// of |g| > 80 (or NaN), where e could leave vec_exp.h's range, takes the scalar formula. The
+// scalar expf was 1-2% of a 4B decode step (9728 calls per layer, session 23 perf).
 void silu_mul_impl(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f), limit = _mm256_set1_ps(80.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 a = _mm256_andnot_ps(sign, g);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(a, limit, _CMP_NLE_UQ)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) gate[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+      continue;
+    }
+    const __m256 e = exp8_nonpositive(_mm256_xor_ps(a, sign));
+    const __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ));
+    const __m256 sigmoid = _mm256_div_ps(num, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sigmoid), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
   }

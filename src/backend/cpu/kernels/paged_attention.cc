@@ -52,14 +52,16 @@ void paged_attention_tile(const float* q, int64_t q_stride, int n_q, const int64
   active_attention_kernels().tile(q, q_stride, n_q, n_context, shape, kv, block_table, out, out_stride);
 }
 
-void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v) {
+void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v, int64_t head_begin,
+              int64_t head_end) {
   if (slot < 0) return;
   const int32_t block = slot / kKvBlockSize;
   const int32_t row = slot % kKvBlockSize;
   const int64_t head_dim = kv.head_dim;
   // The reference encoders of formats/, so the stored bytes equal what `qwenserve quantize` would
   // write for the same values.
-  for (int64_t g = 0; g < kv.n_kv_heads; ++g) {
+  if (head_end < 0) head_end = kv.n_kv_heads;
+  for (int64_t g = head_begin; g < head_end; ++g) {
     const size_t offset = kv.row_offset(block, g, row);
     quantize_row(kv.element_type, k + g * head_dim, kv.k + offset, head_dim);
     quantize_row(kv.element_type, v + g * head_dim, kv.v + offset, head_dim);

@@ -65,8 +65,10 @@ void paged_attention_tile(const float* q, int64_t q_stride, int n_q, const int64
 
 /// Writes k, v [n_kv_heads, head_dim] f32 of one token into slot `slot` (= block * kKvBlockSize +
 /// row, StepBatch::slot_mapping) of one layer's arrays, encoded in kv.element_type. A negative
-/// slot writes nothing (padded rows).
-void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v);
+/// slot writes nothing (padded rows). Only KV heads [head_begin, head_end) are written when given
+/// (head_end -1: through the last), so threads can store disjoint heads of one token.
+void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v, int64_t head_begin = 0,
+              int64_t head_end = -1);
 
 /// One ISA level's attention kernels. `token` and `tile` have paged_attention_token's and
 /// paged_attention_tile's contracts; `dot` and

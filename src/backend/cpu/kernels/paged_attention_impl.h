@@ -10,6 +10,7 @@
 
 #include "backend/cpu/kernels/paged_attention.h"
 #include "backend/cpu/kernels/vec_dot.h"
+#include "backend/cpu/kernels/vec_exp.h"
 #include "formats/dtype.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -67,37 +68,12 @@ inline const float* load_row(DType type, const uint8_t* layer_base, size_t offse
   return tmp;
 }
 
-// The vector exp() of x <= 0 (exp_nonpositive, exp16_nonpositive): Cody-Waite range reduction
-// x = k ln2 + r, |r| <= ln2 / 2, and the degree-5 minimax polynomial of Cephes' expf (S. Moshier,
-// Cephes Math Library), p(r) = 1 + r + r^2 (c0 + c1 r + .. + c5 r^5) evaluated by Horner from c5;
-// max relative error ~2e-7 on [-87, 0]. One set of constants for both vector widths.
-namespace exp_poly {
-constexpr float kLowest = -87.0f;
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-constexpr float kC[6] = {5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f,
-                         8.3334519073e-3f, 1.3981999507e-3f, 1.9875691500e-4f};
-}  // namespace exp_poly
-
-// out[i] = exp(x[i]) for i < n, x[i] <= 0 (scores minus their running max).
+// out[i] = exp(x[i]) for i < n, x[i] <= 0 (scores minus their running max), vec_exp.h's polynomial
+// in vectors of 8.
 inline void exp_nonpositive(const float* x, int n, float* out) {
   int i = 0;
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  using namespace exp_poly;
-  const __m256 log2e = _mm256_set1_ps(kLog2e);
-  const __m256 ln2_hi = _mm256_set1_ps(kLn2Hi), ln2_lo = _mm256_set1_ps(kLn2Lo);
-  const __m256 lowest = _mm256_set1_ps(kLowest);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_max_ps(_mm256_loadu_ps(x + i), lowest);
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, ln2_hi, v);
-    r = _mm256_fnmadd_ps(k, ln2_lo, r);
-    __m256 p = _mm256_set1_ps(kC[5]);
-    for (int c = 4; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC[c]));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp8_nonpositive(_mm256_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) out[i] = std::exp(x[i]);
 }
@@ -275,22 +251,6 @@ inline void scores_4x2(const float* const q[4], const float* k0, const float* k1
 }
 
 #if defined(QS_ATTENTION_AVX512)
-// exp(x) on 16 lanes with x <= 0: exp_nonpositive's range reduction and polynomial (exp_poly),
-// 16 lanes wide.
-inline __m512 exp16_nonpositive(__m512 x) {
-  using namespace exp_poly;
-  const __m512 v = _mm512_max_ps(x, _mm512_set1_ps(kLowest));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), v);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kC[5]);
-  for (int c = 4; c >= 0; --c) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC[c]));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
-
 // The scores of 4 query rows against the 16 key rows of a KV block, one zmm per query row (lane j:
 // key j), unscaled: out[h][j] = sum_i q[h][i] * k[j][i] for j < rows; lanes j >= rows are
 // unspecified (k[j] for j >= rows is never read). n % 16 == 0.
