@@ -7,12 +7,14 @@ back to back in alternating order (qwenserve first in odd rounds, the peer first
 the same threads, prompt length (ppN: prefill tokens/s) and generated tokens (tgN: decode
 tokens/s), weights read into RAM on both sides (qwenserve `--no-mmap`, the peer `-mmp 0` in the
 default peer settings). A STREAM-like read probe (`qwenserve_microbench`'s ReadBandwidth with the
-same threads) runs once per round, so decode can be put against the memory roofline measured in the
-same minutes.
+same threads) runs before the first round and after every round, so decode can be put against the
+memory roofline measured in the same minutes.
 
 Printed per model and test: the median tokens/s over the rounds of each engine (each round's value
 is that engine's mean over its `-r` repetitions), the ratio qwenserve / peer, and for tg tests the
-weight read rate (model bytes x tokens/s, GB/s) as a share of the median read probe. The peer's
+weight read rate (model bytes x tokens/s, GB/s) as a share of the read bandwidth: per round, the
+engine's rate over the mean of the probes just before and after that round, median over the rounds
+(a VM's bandwidth can swing 2x between minutes, so a probe from another minute misleads). The peer's
 commit (llama-bench's `build_commit`) and the CPU's model and ISA flags are printed with the table.
 
 Example (2 threads, 3 rounds, ik_llama.cpp at its fastest documented CPU settings; -p and -n take
@@ -165,9 +167,9 @@ def main():
     qs_rounds = {m: [] for m in args.model}
     peer_rounds = {m: [] for m in args.model}
     model_bytes, probes, commit = {}, [], "?"
+    if args.microbench:
+        probes.append(read_probe_gbps(args.microbench, args.threads))
     for rnd in range(1, args.rounds + 1):
-        if args.microbench:
-            probes.append(read_probe_gbps(args.microbench, args.threads))
         for model in args.model:
             order = ["qwenserve", "peer"] if rnd % 2 else ["peer", "qwenserve"]
             for who in order:
@@ -179,13 +181,25 @@ def main():
                     peer_rounds[model].append(res)
                 print(f"round {rnd} {os.path.basename(model)} {who}: "
                       + ", ".join(f"{k} {v:.2f} t/s" for k, v in sorted(res.items())), file=sys.stderr)
+        if args.microbench:
+            probes.append(read_probe_gbps(args.microbench, args.threads))
+            print(f"round {rnd} read probe {probes[-2]:.1f} GB/s before, {probes[-1]:.1f} after", file=sys.stderr)
+    # Read bandwidth of round r: the mean of the probes just before and just after it.
+    round_probe = [(probes[r] + probes[r + 1]) / 2 for r in range(args.rounds)] if probes else []
+
+    def read_share(model, rounds, test):
+        """Median over rounds of model bytes x the round's tokens/s / the round's read bandwidth."""
+        return statistics.median(model_bytes[model] * rounds[r][test] / 1e9 / round_probe[r]
+                                 for r in range(args.rounds))
 
     cpu_model, cpu_flags = cpu_description()
     probe = statistics.median(probes) if probes else None
     print(f"CPU: {cpu_model}; flags: {cpu_flags}")
     print(f"peer: {args.peer} (build_commit {commit}) args: {args.peer_args}")
     print(f"threads {args.threads}, {args.rounds} rounds interleaved, {args.repetitions} run(s) per engine per round"
-          + (f", read probe median {probe:.1f} GB/s" if probe else ""))
+          + (f", read probe median {probe:.1f} GB/s (min {min(probes):.1f}, max {max(probes):.1f}); tg read shares:"
+             " per round, tokens/s x model bytes / mean of the probes before and after it, median over rounds"
+             if probe else ""))
     print(f"{'model':<28} {'test':<7} {'qwenserve t/s':>14} {'peer t/s':>10} {'ratio':>7} {'qs read':>8} {'peer read':>9}")
     summary = []
     for model in args.model:
@@ -195,17 +209,21 @@ def main():
             qs = statistics.median(r[test] for r in qs_rounds[model])
             peer = statistics.median(r[test] for r in peer_rounds[model])
             share_qs = share_peer = ""
+            shares = {}
             if test.startswith("tg") and probe:
-                share_qs = f"{100 * model_bytes[model] * qs / 1e9 / probe:.0f}%"
-                share_peer = f"{100 * model_bytes[model] * peer / 1e9 / probe:.0f}%"
+                shares = {"qwenserve_read_share": read_share(model, qs_rounds[model], test),
+                          "peer_read_share": read_share(model, peer_rounds[model], test)}
+                share_qs = f"{100 * shares['qwenserve_read_share']:.0f}%"
+                share_peer = f"{100 * shares['peer_read_share']:.0f}%"
             print(f"{os.path.basename(model):<28} {test:<7} {qs:>14.2f} {peer:>10.2f} {qs / peer:>6.2f}x"
                   f" {share_qs:>8} {share_peer:>9}")
             summary.append({"model": model, "test": test, "qwenserve_tps": qs, "peer_tps": peer,
-                            "ratio": qs / peer})
+                            "ratio": qs / peer, **shares})
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"peer_commit": commit, "peer_args": args.peer_args, "cpu": cpu_model,
-                       "flags": cpu_flags, "read_probe_gbps": probes, "summary": summary,
+                       "flags": cpu_flags, "read_probe_gbps": probes, "round_read_gbps": round_probe,
+                       "summary": summary,
                        "qwenserve_rounds": qs_rounds, "peer_rounds": peer_rounds}, f, indent=1)
 
 
