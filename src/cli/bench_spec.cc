@@ -27,14 +27,17 @@ std::vector<int32_t> lcg_tokens(int64_t n, int32_t vocab, uint64_t seed) {
   return ids;
 }
 
-// Median seconds of one step with `k` drafts (k == 0: a plain one-token decode step) at a
-// context of `context` tokens; every step is undone (truncate) so the context stays fixed.
-double step_seconds(SequenceRunner& sequence, const std::vector<int32_t>& ids, int64_t context, int32_t k,
-                    int repetitions) {
+// Median seconds of one step with k drafts (k == 0: a plain one-token decode step) for k = 0..k_max
+// at a context of `context` tokens; every step is undone (truncate) so the context stays fixed.
+// The k values take turns (one step of each per pass, repetitions x 8 passes after one warm-up
+// pass), so a minute of low memory bandwidth slows every k alike instead of the ratios of the k
+// measured in it (a Zen 5 VM swung 35-70 GB/s within one run, session 23).
+std::vector<double> step_seconds(SequenceRunner& sequence, const std::vector<int32_t>& ids, int64_t context,
+                                 int32_t k_max, int repetitions) {
   constexpr int kStepsPerRun = 8;
-  const std::span<const int32_t> drafts(ids.data() + context + 1, static_cast<size_t>(k));
   const int32_t token = ids[static_cast<size_t>(context)];
-  const auto one = [&] {
+  const auto one = [&](int32_t k) {
+    const std::span<const int32_t> drafts(ids.data() + context + 1, static_cast<size_t>(k));
     const auto start = Clock::now();
     if (k == 0) {
       sequence.append(std::span<const int32_t>(&token, 1), nullptr);
@@ -45,10 +48,14 @@ double step_seconds(SequenceRunner& sequence, const std::vector<int32_t>& ids, i
     sequence.truncate(context);
     return s;
   };
-  one();  // warm-up
-  std::vector<double> samples;
-  for (int r = 0; r < repetitions * kStepsPerRun; ++r) samples.push_back(one());
-  return median(samples);
+  for (int32_t k = 0; k <= k_max; ++k) one(k);  // warm-up
+  std::vector<std::vector<double>> samples(static_cast<size_t>(k_max) + 1);
+  for (int r = 0; r < repetitions * kStepsPerRun; ++r) {
+    for (int32_t k = 0; k <= k_max; ++k) samples[static_cast<size_t>(k)].push_back(one(k));
+  }
+  std::vector<double> medians;
+  for (const auto& s : samples) medians.push_back(median(s));
+  return medians;
 }
 
 double expected_tokens(double a, int32_t k) { return (1.0 - std::pow(a, k + 1)) / (1.0 - a); }
@@ -60,10 +67,11 @@ void run_spec_verify_curve(Backend& backend, const SpecBenchOptions& options, do
   const std::vector<int32_t> ids = lcg_tokens(context + 1 + options.verify_max, backend.vocab_rows(), 0x5DEECE66DULL);
   SequenceRunner sequence(backend);
   sequence.append(std::span<const int32_t>(ids.data(), static_cast<size_t>(context)), nullptr);
-  const double t_decode = step_seconds(sequence, ids, context, 0, options.repetitions);
+  const std::vector<double> t_step = step_seconds(sequence, ids, context, options.verify_max, options.repetitions);
+  const double t_decode = t_step[0];
   if (!options.json) {
-    std::printf("\nverify step with k drafts vs one decode step (context %lld tokens, median of %d steps; "
-                "prefill rate %.2f t/s)\n", static_cast<long long>(context), options.repetitions * 8,
+    std::printf("\nverify step with k drafts vs one decode step (context %lld tokens, median of %d steps, the k "
+                "taking turns; prefill rate %.2f t/s)\n", static_cast<long long>(context), options.repetitions * 8,
                 prefill_tokens_per_s);
     std::printf("| %2s | %10s | %9s | %14s | %12s | %12s | %12s |\n", "k", "step ms", "x decode", "x bound",
                 "speedup a=.3", "speedup a=.5", "speedup a=.7");
@@ -71,7 +79,7 @@ void run_spec_verify_curve(Backend& backend, const SpecBenchOptions& options, do
     std::printf("| %2d | %10.2f | %9.3f | %14s | %12s | %12s | %12s |\n", 0, t_decode * 1e3, 1.0, "", "1.00", "1.00", "1.00");
   }
   for (int32_t k = 1; k <= options.verify_max; ++k) {
-    const double t = step_seconds(sequence, ids, context, k, options.repetitions);
+    const double t = t_step[static_cast<size_t>(k)];
     // The bound: max(one decode step, k + 1 tokens at the measured prefill rate).
     const double bound = prefill_tokens_per_s > 0 ? std::max(t_decode, static_cast<double>(k + 1) / prefill_tokens_per_s) : 0.0;
     double speedup[3];
