@@ -349,6 +349,42 @@ TEST(KernelIsaElementwise, SiluMulEveryLevelMatchesFloat64) {
   }
 }
 
+// Batch invariance (CpuBackend::batch_invariant): an element's SiLU depends only on its own gate and
+// up values, not on where it sits in a vector or in the call, so splitting a row over threads (any
+// intermediate size) gives the same bits. Values at the hand-off to the scalar formula (|g| = 80
+// stays on the vector path, 80.01 leaves it) sit inside 8-lane groups and in tails.
+TEST(KernelIsaElementwise, SiluMulOfAnElementDoesNotDependOnItsNeighbours) {
+  std::mt19937 rng(76);
+  std::vector<float> gate = random_floats(203, rng, 30.0f);
+  const float specials[] = {80.0f, -80.0f, 80.01f, -80.01f, 79.99f, -200.0f, 1e-40f, -0.0f};
+  for (size_t i = 0; i < std::size(specials); ++i) gate[3 + 17 * i] = specials[i];
+  const std::vector<float> up = random_floats(gate.size(), rng);
+  for (const auto* k : tables(kernels::elementwise_kernels_for)) {
+    std::vector<float> whole = gate;
+    k->silu_mul(whole.data(), up.data(), static_cast<int64_t>(whole.size()));
+    for (size_t i = 0; i < gate.size(); ++i) {
+      float one = gate[i];
+      k->silu_mul(&one, &up[i], 1);
+      ASSERT_EQ(bits_of(one), bits_of(whole[i])) << kernels::cpu_isa_name(k->isa) << " g=" << gate[i];
+    }
+    for (size_t split : {1, 5, 13, 100}) {  // two calls, as two threads would make
+      std::vector<float> parts = gate;
+      k->silu_mul(parts.data(), up.data(), static_cast<int64_t>(split));
+      k->silu_mul(parts.data() + split, up.data() + split, static_cast<int64_t>(gate.size() - split));
+      for (size_t i = 0; i < gate.size(); ++i) {
+        ASSERT_EQ(bits_of(parts[i]), bits_of(whole[i])) << kernels::cpu_isa_name(k->isa) << " split " << split;
+      }
+    }
+    for (float g : specials) {  // and each special within the float64 bound
+      float out = g;
+      const float u = 1.5f;
+      k->silu_mul(&out, &u, 1);
+      const double expected = static_cast<double>(g) / (1.0 + std::exp(-static_cast<double>(g))) * u;
+      EXPECT_LE(std::fabs(out - expected), 8.0 * kU * std::fabs(expected) + 1e-37) << "g=" << g;
+    }
+  }
+}
+
 TEST(KernelIsaConvert, EveryLevelDecodesLikeScalarWithinOneFmaRounding) {
   std::mt19937 rng(75);
   const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,

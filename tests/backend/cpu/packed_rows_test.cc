@@ -371,6 +371,17 @@ TEST(KernelPackedRows, PackedWeightOnATableWithoutPackedKernelsIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
   }
+  // The same through a fused call, the packed weight second.
+  TensorView other = view;
+  other.name = "blk.0.attn_k.weight";
+  std::vector<float> y2(16);
+  const kernels::MatmulOutput outputs[] = {{&view, y.data(), nullptr}, {&other, y2.data(), nullptr}};
+  try {
+    kernels::matmul_outputs_with(scalar, outputs, x.data(), 1, pool, scratch);
+    FAIL() << "expected qs::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.attn_"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

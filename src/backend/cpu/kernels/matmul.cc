@@ -166,7 +166,9 @@ void run_packed(const DotKernels& kernels, const PackedPlan& plan, const float* 
     // a prefetch stream). A slow thread no longer holds the others at the end of every matmul,
     // and an item's result does not depend on which thread computes it.
     constexpr size_t kMinRunBytes = size_t{64} << 10;
-    const int64_t min_run = std::max<int64_t>(1, static_cast<int64_t>(kMinRunBytes / plan.parts[0].group_bytes));
+    size_t smallest_group = plan.parts[0].group_bytes;
+    for (int i = 1; i < plan.n_parts; ++i) smallest_group = std::min(smallest_group, plan.parts[i].group_bytes);
+    const int64_t min_run = std::max<int64_t>(1, static_cast<int64_t>(kMinRunBytes / smallest_group));
     const int64_t divisor = 2 * static_cast<int64_t>(pool.n_threads());
     std::atomic<int64_t> next_item{0};
     pool.parallel_for(pool.n_threads(), [&](int64_t, int64_t, int) {

@@ -87,13 +87,13 @@ struct MatmulOutput {
   const float* bias = nullptr;
 };
 
-/// Every product of `outputs` (at most 4) with the same input x [n_tokens, in] f32 (Q, K and V;
-/// gate and up):
+/// Every product of `outputs` with the same input x [n_tokens, in] f32 (Q, K and V; gate and up):
 /// the same bits as one matmul_with() per output. When all weights are packed (kPackedRows16) with
 /// the same width and activation format, x is quantized once and ONE parallel region runs the
 /// 16-row groups of all of them, claimed from one counter: a decode step pays one fork-join and
 /// one tail (the last run of groups, while the other threads wait) instead of one per projection.
-/// Otherwise it is one matmul_with() per output. Throws what matmul_with throws.
+/// Otherwise (or with more than 4 outputs) it is one matmul_with() per output. Throws what
+/// matmul_with throws.
 void matmul_outputs_with(const DotKernels& kernels, std::span<const MatmulOutput> outputs, const float* x,
                          int64_t n_tokens, ThreadPool& pool, MatmulScratch& scratch);
 void matmul_outputs(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, ThreadPool& pool,
