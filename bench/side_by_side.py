@@ -63,6 +63,8 @@ def qwenserve_run(binary, model, args):
         try:
             j = json.loads(line)
             results[j["test"]] = float(j["tokens_per_second"])
+            if not results[j["test"]] > 0:  # the read share and the ratio would be meaningless
+                raise ValueError(f"{j['test']}: tokens_per_second {j['tokens_per_second']}")
             model_bytes = int(j["model_bytes"])
         except (ValueError, KeyError, TypeError) as e:
             fail(f"`{shlex.join(cmd)}` printed a line that is not a bench result ({e}): {line[:200]}")
@@ -80,6 +82,9 @@ def token_counts(text):
         raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}")
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"token counts must be >= 0, got {text!r}")
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:  # both engines would run the test twice and the table would show one row
+        raise argparse.ArgumentTypeError(f"{', '.join(map(str, repeated))} listed more than once in {text!r}")
     return ",".join(str(v) for v in values)
 
 
@@ -94,6 +99,8 @@ def peer_run(binary, model, args):
             n_prompt, n_gen = int(row.get("n_prompt", 0)), int(row.get("n_gen", 0))
             name = f"pp{n_prompt}" if n_gen == 0 else f"tg{n_gen}"
             results[name] = float(row["avg_ts"])
+            if not results[name] > 0:  # the ratio divides by it
+                raise ValueError(f"{name}: avg_ts {row['avg_ts']}")
             commit = row.get("build_commit", commit)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         fail(f"`{shlex.join(cmd)}` did not print llama-bench's JSON rows ({e}): {out[:200]!r}")
@@ -107,9 +114,12 @@ def read_probe_gbps(microbench, threads):
     out = run([microbench, f"--benchmark_filter=^ReadBandwidth/threads:{threads}(/real_time)?$",
                "--benchmark_format=json", "--benchmark_min_time=0.5"])
     try:
-        return max(float(b["GB_per_s"]) for b in json.loads(out)["benchmarks"])
+        gbps = max(float(b["GB_per_s"]) for b in json.loads(out)["benchmarks"])
     except (ValueError, KeyError, TypeError) as e:
         fail(f"`{microbench}` did not print a ReadBandwidth result ({e}): {out[:200]!r}")
+    if not gbps > 0:  # also NaN; the read shares divide by it
+        fail(f"`{microbench}` measured a read bandwidth of {gbps} GB/s")
+    return gbps
 
 
 def cpu_description():

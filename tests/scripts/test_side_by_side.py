@@ -141,6 +141,24 @@ def main():
     wrong = subprocess.run([sys.executable, HARNESS, "--peer", peer, "-m", model, "-p", "8,x"],
                            capture_output=True, text=True)
     check(wrong.returncode == 2 and "comma list" in wrong.stderr, "-p 8,x: exit 2 naming the format")
+    # A value listed twice would run twice on both engines and show as one row: refused.
+    twice = subprocess.run([sys.executable, HARNESS, "--peer", peer, "-m", model, "-p", "32,8,32"],
+                           capture_output=True, text=True)
+    check(twice.returncode == 2 and "32 listed more than once" in twice.stderr, "-p 32,8,32: exit 2 naming 32")
+
+    # A probe of 0 GB/s and a peer reporting 0 tokens/s would be divided by: exit 2 naming them.
+    zero_micro = os.path.join(WORK, "microbench-zero")
+    write_exe(zero_micro, MICROBENCH.replace("[20.0, 30.0, 10.0, 40.0][calls % 4]", "0.0"))
+    zero_peer = os.path.join(WORK, "llama-bench-zero")
+    write_exe(zero_peer, PEER.replace('"avg_ts": 100.0', '"avg_ts": 0.0'))
+    for p_path, m_path, needle in ((peer, zero_micro, "read bandwidth of 0.0 GB/s"),
+                                   (zero_peer, "", "avg_ts 0.0")):
+        out = subprocess.run([sys.executable, HARNESS, "--peer", p_path, "--qwenserve", QS_BIN, "--microbench", m_path,
+                              "-m", model, "-p", "8", "-n", "0", "-t", "1", "--rounds", "1"],
+                             capture_output=True, text=True)
+        check(out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr,
+              f"{os.path.basename(p_path)} / {os.path.basename(m_path) or 'no probe'}: exit 2, {needle!r}"
+              f" (stderr tail {out.stderr[-300:]!r})")
 
     bad = subprocess.run([sys.executable, HARNESS, "--peer", os.path.join(WORK, "nope"), "-m", model],
                          capture_output=True, text=True)
