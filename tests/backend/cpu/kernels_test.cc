@@ -611,6 +611,22 @@ TEST(KernelKvStore, HeadRangeWritesOnlyThoseHeadsWithTheReferenceEncoding) {
   }
 }
 
+// A head range outside the layer's KV heads is refused before anything is written (the parts of a
+// head-split attention region pass their own ranges; a wrong one must not write past a row).
+TEST(KernelKvStore, HeadRangeOutsideTheLayerThrowsAndWritesNothing) {
+  const ModelConfig config = attention_config();  // 2 KV heads
+  CpuKvStorage cache(config, KvDType::kF16, 4);
+  const kernels::KvLayerView layer = cache.layer(0);
+  const size_t layer_bytes = static_cast<size_t>(4) * layer.n_kv_heads * 16 * layer.row_bytes;
+  std::memset(layer.k, 0xAB, layer_bytes);
+  const std::vector<float> k(static_cast<size_t>(4 * 64), 1.0f), v = k;
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {-1, 1}, {2, 1}, {3, -1}}) {
+    EXPECT_THROW(kernels::kv_store(layer, 5, k.data(), v.data(), begin, end), Error) << begin << ", " << end;
+  }
+  for (size_t i = 0; i < layer_bytes; ++i) ASSERT_EQ(layer.k[i], 0xAB) << "byte " << i;
+  EXPECT_NO_THROW(kernels::kv_store(layer, 5, k.data(), v.data(), 2, 2));  // empty range: nothing to do
+}
+
 TEST(KernelPagedAttentionSingleKey, OneKeyReturnsItsValue) {
   // With one key the softmax weight is exactly 1: the output is the (cached) value row.
   const ModelConfig config = attention_config();

@@ -1,6 +1,9 @@
 #include "backend/cpu/kernels/paged_attention.h"
 
+#include <string>
+
 #include "backend/cpu/kernels/paged_attention_impl.h"
+#include "core/error.h"
 #include "formats/quantize.h"
 
 namespace qs::kernels {
@@ -54,13 +57,17 @@ void paged_attention_tile(const float* q, int64_t q_stride, int n_q, const int64
 
 void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v, int64_t head_begin,
               int64_t head_end) {
+  if (head_end < 0) head_end = kv.n_kv_heads;
+  if (head_begin < 0 || head_begin > head_end || head_end > kv.n_kv_heads) {
+    throw Error("kv_store: KV head range [" + std::to_string(head_begin) + ", " + std::to_string(head_end) +
+                ") is not inside the layer's " + std::to_string(kv.n_kv_heads) + " KV heads");
+  }
   if (slot < 0) return;
   const int32_t block = slot / kKvBlockSize;
   const int32_t row = slot % kKvBlockSize;
   const int64_t head_dim = kv.head_dim;
   // The reference encoders of formats/, so the stored bytes equal what `qwenserve quantize` would
   // write for the same values.
-  if (head_end < 0) head_end = kv.n_kv_heads;
   for (int64_t g = head_begin; g < head_end; ++g) {
     const size_t offset = kv.row_offset(block, g, row);
     quantize_row(kv.element_type, k + g * head_dim, kv.k + offset, head_dim);

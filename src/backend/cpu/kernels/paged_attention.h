@@ -67,6 +67,7 @@ void paged_attention_tile(const float* q, int64_t q_stride, int n_q, const int64
 /// row, StepBatch::slot_mapping) of one layer's arrays, encoded in kv.element_type. A negative
 /// slot writes nothing (padded rows). Only KV heads [head_begin, head_end) are written when given
 /// (head_end -1: through the last), so threads can store disjoint heads of one token.
+/// Throws qs::Error when [head_begin, head_end) is not inside [0, kv.n_kv_heads).
 void kv_store(const KvLayerView& kv, int32_t slot, const float* k, const float* v, int64_t head_begin = 0,
               int64_t head_end = -1);
 
