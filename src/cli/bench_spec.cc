@@ -143,9 +143,9 @@ void run_spec_repeat(Backend& backend, const SpecBenchOptions& options) {
                 "prefill): speedup n/a; use --spec-repeat 2 or more\n", static_cast<long long>(options.repeat_tokens));
   } else {
     std::printf("\nrepeating workload: %lld greedy tokens after a %lld-token prompt (a 16-token phrase x %lld, bias %.1f), "
-                "median of %d runs\n", static_cast<long long>(options.repeat_tokens),
+                "median of %d run%s\n", static_cast<long long>(options.repeat_tokens),
                 static_cast<long long>(kSpecRepeatPromptTokens), static_cast<long long>(kSpecRepeatPromptTokens / 16),
-                options.repeat_bias, options.repetitions);
+                options.repeat_bias, options.repetitions, options.repetitions == 1 ? "" : "s");
     std::printf("decode %.2f t/s without, %.2f t/s with --spec-ngram %d --draft-max %d: speedup %.2fx; acceptance %.2f "
                 "(%lld of %lld drafts), %lld decode steps for %zu tokens; outputs identical: %s\n",
                 base, fast, spec.ngram_max, spec.draft_max, fast / base, acceptance,

@@ -5,7 +5,17 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "core/error.h"
+
 namespace qs::cli {
+
+/// A command line the command refuses before it runs anything: a bad value, or flags that
+/// together would be ignored or could not run. main() prints "error: <message>" (one line) like
+/// any qs::Error, but exits with status 2 (a usage error) instead of 1.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
 
 using Command = std::function<int()>;
 

@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
       }
       return run();
     }
+  } catch (const qs::cli::UsageError& e) {  // a refused command line: status 2
+    report_error(e.what());
+    return 2;
   } catch (const std::exception& e) {  // qs::Error and anything else
     return report_error(e.what());
   } catch (...) {

@@ -101,7 +101,7 @@ int64_t context_tokens(const RuntimeOptions& options, const ModelConfig& config)
   return std::min<int64_t>(options.ctx_size, trained);
 }
 
-Runtime make_runtime(const RuntimeOptions& options) {
+Runtime make_runtime(const RuntimeOptions& options, const std::function<void(const ModelConfig&)>& check_model) {
   Runtime rt;
   const BackendOptions backend_options = options.backend_options();
   rt.threads = backend_options.threads;
@@ -110,6 +110,7 @@ Runtime make_runtime(const RuntimeOptions& options) {
   rt.model = std::move(loaded.model);
   rt.quantized = std::move(loaded.quantized);
   const ModelConfig& config = rt.model->config;
+  if (check_model) check_model(config);
   const int64_t ctx = context_tokens(options, config);
   rt.ctx_tokens = ctx;
   rt.backend->prepare(config, rt.model->weights, BackendLimits{std::min(options.batch_size, ctx), ctx, 1});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -61,7 +62,10 @@ struct Runtime {
 };
 
 /// Loads the model and prepares the backend for one sequence of `ctx_size` tokens (capped by the
-/// model's max_position_embeddings), batches of --batch-size tokens. Throws qs::Error.
-Runtime make_runtime(const RuntimeOptions& options);
+/// model's max_position_embeddings), batches of --batch-size tokens. `check_model`, when set, is
+/// called with the loaded model's config before the context is capped and the KV cache sized (a
+/// command's own checks against the model, e.g. bench's longest test). Throws qs::Error.
+Runtime make_runtime(const RuntimeOptions& options,
+                     const std::function<void(const ModelConfig&)>& check_model = {});
 
 }  // namespace qs::cli
