@@ -69,7 +69,7 @@ ContextNeed longest_test(const std::vector<int64_t>& prompts, const std::vector<
 void check_flag_combinations(const BenchOptions& opt) {
   if (opt.decode_batch > 0) {
     for (const char* flag : {"-p", "-n", "--tg-prompt", "--spec-verify", "--spec-repeat", "--spec-repeat-bias",
-                             "--spec-ngram", "--draft-max", "--speculative-config", "--model-draft"}) {
+                             "--spec-ngram", "--draft-max", "--speculative-config", "--spec-adaptive", "--model-draft"}) {
       if (opt.given(flag)) {
         throw UsageError(opt.names(flag) + " is not used by --decode-batch, which times one batched decode step "
                          "instead of the pp, tg and speculative tests; run those in a bench without --decode-batch");
@@ -91,7 +91,7 @@ void check_flag_combinations(const BenchOptions& opt) {
                      "test drafts by n-gram lookup (--spec-ngram)");
   }
   if (opt.spec_repeat == 0) {
-    for (const char* flag : {"--spec-ngram", "--draft-max", "--speculative-config"}) {
+    for (const char* flag : {"--spec-ngram", "--draft-max", "--speculative-config", "--spec-adaptive"}) {
       if (opt.given(flag)) {
         throw UsageError(std::string(flag) + " only sets the drafting of the --spec-repeat test (--spec-verify "
                          "times k = 1..K drafts of its own) and is not used without --spec-repeat N (N >= 1)");
@@ -107,11 +107,14 @@ void check_flag_combinations(const BenchOptions& opt) {
   }
 }
 
-// The drafting of --spec-repeat: the flags, else n-gram keys of up to 3 tokens x --draft-max drafts.
+// The drafting of --spec-repeat: the flags, else n-gram keys of up to 3 tokens x --draft-max drafts;
+// --spec-adaptive with either.
 SpecDecodeOptions spec_repeat_options(const BenchOptions& opt) {
   SpecDecodeOptions spec;
+  SpecFlags flags = opt.spec;
+  flags.adaptive = false;  // --spec-adaptive alone keeps the n-gram default below
   try {
-    spec = opt.spec.resolve();
+    spec = flags.resolve();
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
@@ -122,6 +125,7 @@ SpecDecodeOptions spec_repeat_options(const BenchOptions& opt) {
     spec.ngram_min = 1;
     spec.draft_max = opt.spec.draft_max;
   }
+  spec.adaptive = opt.spec.adaptive;
   return spec;
 }
 

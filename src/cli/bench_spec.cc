@@ -133,7 +133,7 @@ void run_spec_repeat(Backend& backend, const SpecBenchOptions& options) {
   const bool identical = plain.output_ids == speculative.output_ids;
   if (options.json) {
     nlohmann::ordered_json j = {{"test", "spec_repeat"}, {"tokens", options.repeat_tokens}, {"bias", options.repeat_bias},
-                                {"ngram_max", spec.ngram_max}, {"draft_max", spec.draft_max},
+                                {"ngram_max", spec.ngram_max}, {"draft_max", spec.draft_max}, {"adaptive", spec.adaptive},
                                 {"decode_tokens_per_second", base}, {"spec_decode_tokens_per_second", fast},
                                 {"speedup", fast / base}, {"acceptance_rate", acceptance},
                                 {"decode_steps", speculative.decode_steps}, {"outputs_identical", identical}};
@@ -146,9 +146,9 @@ void run_spec_repeat(Backend& backend, const SpecBenchOptions& options) {
                 "median of %d run%s\n", static_cast<long long>(options.repeat_tokens),
                 static_cast<long long>(kSpecRepeatPromptTokens), static_cast<long long>(kSpecRepeatPromptTokens / 16),
                 options.repeat_bias, options.repetitions, options.repetitions == 1 ? "" : "s");
-    std::printf("decode %.2f t/s without, %.2f t/s with --spec-ngram %d --draft-max %d: speedup %.2fx; acceptance %.2f "
+    std::printf("decode %.2f t/s without, %.2f t/s with --spec-ngram %d --draft-max %d%s: speedup %.2fx; acceptance %.2f "
                 "(%lld of %lld drafts), %lld decode steps for %zu tokens; outputs identical: %s\n",
-                base, fast, spec.ngram_max, spec.draft_max, fast / base, acceptance,
+                base, fast, spec.ngram_max, spec.draft_max, spec.adaptive ? "" : " --no-spec-adaptive", fast / base, acceptance,
                 static_cast<long long>(speculative.spec_accepted_tokens), static_cast<long long>(speculative.spec_draft_tokens),
                 static_cast<long long>(speculative.decode_steps), speculative.output_ids.size(), identical ? "yes" : "NO");
   }

@@ -33,6 +33,11 @@ void SpecFlags::add_to(CLI::App& command) {
   command.add_option("--speculative-config", speculative_config,
                      "vLLM-style JSON, e.g. {\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":3} "
                      "or {\"model\":\"draft.gguf\",\"num_speculative_tokens\":4}");
+  adaptive_option =
+      command.add_flag("--spec-adaptive,!--no-spec-adaptive", adaptive,
+                       "Per sequence and step, verify only as many drafts (up to --draft-max) as pay off, from the "
+                       "sequence's acceptance rate so far and the learned cost of a step (default; "
+                       "--no-spec-adaptive: always --draft-max when the source has that many)");
 }
 
 SpecDecodeOptions SpecFlags::resolve(std::string* draft_model_path) const {
@@ -75,6 +80,11 @@ SpecDecodeOptions SpecFlags::resolve(std::string* draft_model_path) const {
       throw Error("--speculative-config: method '" + method + "' is not supported (\"ngram\" or \"draft_model\")");
     }
   }
+  if (adaptive && adaptive_option != nullptr && adaptive_option->count() > 0 && !spec.enabled()) {
+    throw Error("--spec-adaptive chooses how many drafts to verify: give a draft source too (--spec-ngram, "
+                "--model-draft or --speculative-config)");
+  }
+  spec.adaptive = adaptive && spec.enabled();
   if (spec.draft_model) {
     if (draft_model_path == nullptr) throw Error("a draft model (--model-draft) is not supported by this command");
     *draft_model_path = draft_path;

@@ -8,6 +8,10 @@
 //   --speculative-config JSON vLLM's form: {"method": "ngram", "num_speculative_tokens": K,
 //                             "prompt_lookup_max": N, "prompt_lookup_min": M}, or
 //                             {"model": PATH, "num_speculative_tokens": K} (method "draft_model")
+//   --no-spec-adaptive        verify K drafts per step whenever the source has them; by default
+//                             (--spec-adaptive) only as many of the K as pay off, per sequence and
+//                             step, from the sequence's acceptance so far and the learned step
+//                             costs (engine/draft_length.h)
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -23,14 +27,17 @@ struct SpecFlags {
   int32_t draft_max = 4;
   std::string model_draft;
   std::string speculative_config;
+  bool adaptive = true;
+  CLI::Option* adaptive_option = nullptr;  // to tell an explicit --spec-adaptive from the default
 
-  /// Adds the four flags to `command`.
+  /// Adds the five flags to `command`.
   void add_to(CLI::App& command);
   /// The options the flags ask for (off when none of --spec-ngram, --model-draft and
   /// --speculative-config is given). With a draft model, its path goes to `draft_model_path`.
   /// Throws qs::Error for an unparsable --speculative-config, a method other than "ngram" or
-  /// "draft_model", numbers out of range, two draft sources at once, or a draft model asked of a
-  /// command that passes no `draft_model_path`.
+  /// "draft_model", numbers out of range, two draft sources at once, a draft model asked of a
+  /// command that passes no `draft_model_path`, or an explicit --spec-adaptive without a draft
+  /// source.
   SpecDecodeOptions resolve(std::string* draft_model_path = nullptr) const;
 };
 

@@ -167,6 +167,7 @@ class Engine {
   // Speculative decoding (engine_spec.cc): drafts for decoding sequences before schedule(); the
   // grammar masks of a verify chunk's rows; emission of a verify chunk's accepted tokens.
   void propose_drafts();
+  void choose_adaptive_drafts();  // --spec-adaptive: decoding_[i].k from engine/draft_length.h
   void fill_verify_masks(EngineSequence& seq, int32_t row, int64_t n_draft);
   void emit_verified(EngineSequence& seq, const StepOutput& out, int32_t row, int64_t n_draft);
   bool token_is_blank(int32_t token);
@@ -203,6 +204,16 @@ class Engine {
   std::unique_ptr<DraftProposer> proposer_;  // null when speculation is off
   std::vector<DraftRequest> draft_requests_;  // propose_drafts()'s asks, reused
   double spec_propose_s_ = 0;
+  // propose_drafts(): the decoding sequences of this step and their draft counts (room-capped,
+  // then chosen by choose_adaptive_drafts()); the proposer's learned seconds per draft (< 0: none).
+  struct DecodingSequence {
+    EngineSequence* seq;
+    int32_t k;
+  };
+  std::vector<DecodingSequence> decoding_;
+  std::vector<double> adaptive_a_;
+  std::vector<int32_t> adaptive_k_max_, adaptive_idle_, adaptive_k_;
+  double propose_s_per_draft_ = -1;
   int64_t spec_propose_steps_ = 0;
 
   std::atomic<int64_t> n_running_{0};

@@ -6,7 +6,9 @@
 // engine accepts drafts while the token sampled at a row equals the draft there (the one-hot
 // rejection step for point-mass drafts; for a draft model's sampled drafts the backend ran
 // Leviathan et al.'s step against q at each row, whose output equals the draft iff accepted) and emits the accepted drafts and the token after them one by one, so stop
-// tokens, stop strings, max_tokens and the output guard end a sequence at the right token.
+// tokens, stop strings, max_tokens and the output guard end a sequence at the right token. With
+// SpecDecodeOptions::adaptive each sequence's k is chosen per step (engine/draft_length.h) from its
+// acceptance so far and step_costs_.
 #include <algorithm>
 #include <chrono>
 #include <span>
@@ -21,6 +23,7 @@ void Engine::propose_drafts() {
   if (!proposer_) return;
   const int64_t context = context_tokens();
   draft_requests_.clear();
+  decoding_.clear();
   for (SchedSequence* s : scheduler_.running()) {
     auto& seq = static_cast<EngineSequence&>(*s);
     seq.draft_tokens.clear();
@@ -29,15 +32,49 @@ void Engine::propose_drafts() {
     const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
     // Tokens the sequence may still gain after this step's sampled one, and room in the context.
     const int64_t room = std::min<int64_t>(seq.request.max_tokens - seq.n_output() - 1, context - n_tokens);
-    const auto k = static_cast<int32_t>(std::min<int64_t>(options_.spec.draft_max, room));
-    if (k < 1) continue;
-    draft_requests_.push_back({seq.seq_id, seq.tokens, k, &seq.draft_tokens, seq.n_prompt, &seq.sampling, &seq.draft_probs});
+    decoding_.push_back({&seq, static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(options_.spec.draft_max, room), 0,
+                                                                          kMaxDraftTokens))});
+  }
+  if (options_.spec.adaptive && !decoding_.empty()) choose_adaptive_drafts();
+  for (const DecodingSequence& d : decoding_) {
+    if (d.k < 1) continue;
+    EngineSequence& seq = *d.seq;
+    draft_requests_.push_back({seq.seq_id, seq.tokens, d.k, &seq.draft_tokens, seq.n_prompt, &seq.sampling, &seq.draft_probs});
   }
   if (draft_requests_.empty()) return;
   const auto start = SteadyClock::now();
   proposer_->propose(draft_requests_);
-  spec_propose_s_ += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  spec_propose_s_ += seconds;
   ++spec_propose_steps_;
+  int64_t proposed = 0;
+  for (const DraftRequest& r : draft_requests_) proposed += static_cast<int64_t>(r.out->size());
+  if (proposed > 0) {
+    const double per_draft = seconds / static_cast<double>(proposed);
+    propose_s_per_draft_ = propose_s_per_draft_ < 0 ? per_draft : 0.75 * propose_s_per_draft_ + 0.25 * per_draft;
+  }
+}
+
+void Engine::choose_adaptive_drafts() {
+  // engine/draft_length.h: k per sequence from its acceptance estimate and the learned cost of a
+  // step of these decode rows verifying m drafts (step_costs.h prices verified drafts as prefill
+  // tokens) plus the proposer's time per draft (a draft model's forward passes; ~0 for n-grams).
+  const size_t n = decoding_.size();
+  adaptive_a_.resize(n);
+  adaptive_k_max_.resize(n);
+  adaptive_idle_.resize(n);
+  adaptive_k_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    adaptive_a_[i] = decoding_[i].seq->acceptance.rate();
+    adaptive_k_max_[i] = decoding_[i].k;
+    adaptive_idle_[i] = decoding_[i].seq->steps_without_drafts;
+  }
+  adaptive_draft_lengths(step_costs_, std::max(0.0, propose_s_per_draft_), adaptive_a_, adaptive_k_max_, adaptive_idle_,
+                         adaptive_k_);
+  for (size_t i = 0; i < n; ++i) {
+    decoding_[i].k = adaptive_k_[i];
+    decoding_[i].seq->steps_without_drafts = adaptive_idle_[i];
+  }
 }
 
 void Engine::fill_verify_masks(EngineSequence& seq, int32_t row, int64_t n_draft) {
@@ -68,6 +105,7 @@ void Engine::emit_verified(EngineSequence& seq, const StepOutput& out, int32_t r
   // the accepted drafts does not lower the rate, and the final event (sent from inside
   // emit_token) reports them.
   const int32_t accepted = count_accepted(drafts, sampled);
+  seq.acceptance.record(n_draft, accepted);
   seq.n_spec_draft += n_draft;
   seq.n_spec_accepted += accepted;
   spec_draft_ += n_draft;

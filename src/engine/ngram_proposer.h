@@ -32,6 +32,9 @@ struct SpecDecodeOptions {
   int32_t ngram_min = 1;  // shortest key tried
   int32_t draft_max = 0;  // drafts proposed per step at most (k, <= kMaxDraftTokens); 0: off
   bool draft_model = false;  // drafts come from a draft model
+  // Per sequence and step, k in [0, min(draft_max, room)] chosen from the sequence's acceptance
+  // so far and the learned step costs (engine/draft_length.h); false: k = min(draft_max, room).
+  bool adaptive = false;
   bool enabled() const { return draft_max >= 1 && (ngram_max >= 1 || draft_model); }
 };
 

@@ -10,8 +10,10 @@
 namespace qs {
 namespace {
 
-GenerationResult generate(Backend& backend, const std::vector<int32_t>& prompt, GenerationOptions options, bool spec) {
+GenerationResult generate(Backend& backend, const std::vector<int32_t>& prompt, GenerationOptions options, bool spec,
+                          bool adaptive = false) {
   if (spec) options.spec = SpecDecodeOptions{3, 1, 4};
+  options.spec.adaptive = spec && adaptive;
   Generator generator(backend);
   std::vector<int32_t> streamed;
   GenerationResult r = generator.run(prompt, options, [&](int32_t t) { streamed.push_back(t); });
@@ -21,7 +23,7 @@ GenerationResult generate(Backend& backend, const std::vector<int32_t>& prompt, 
 
 TEST_F(EngineFixture, GeneratorSpecMatchesPlainGreedyAndSampled) {
   std::mt19937 rng(3);
-  int64_t accepted = 0;
+  int64_t accepted = 0, accepted_adaptive = 0;
   for (int i = 0; i < 6; ++i) {
     std::vector<int32_t> prompt(5 + i * 3);
     for (auto& t : prompt) t = static_cast<int32_t>(rng() % 256);
@@ -34,12 +36,18 @@ TEST_F(EngineFixture, GeneratorSpecMatchesPlainGreedyAndSampled) {
     const GenerationResult plain = generate(*backend, prompt, options, false);
     const GenerationResult spec = generate(*backend, prompt, options, true);
     EXPECT_EQ(spec.output_ids, plain.output_ids) << "prompt " << i;
+    // --spec-adaptive: other draft counts, the same tokens.
+    const GenerationResult adaptive = generate(*backend, prompt, options, true, true);
+    EXPECT_EQ(adaptive.output_ids, plain.output_ids) << "prompt " << i << " (adaptive)";
+    EXPECT_LE(adaptive.spec_accepted_tokens, adaptive.spec_draft_tokens);
+    accepted_adaptive += adaptive.spec_accepted_tokens;
     EXPECT_EQ(spec.finish_reason, plain.finish_reason);
     EXPECT_EQ(plain.spec_draft_tokens, 0);
     EXPECT_LE(spec.spec_accepted_tokens, spec.spec_draft_tokens);
     accepted += spec.spec_accepted_tokens;
   }
   EXPECT_GT(accepted, 0);
+  EXPECT_GT(accepted_adaptive, 0);
 }
 
 TEST_F(EngineFixture, GeneratorSpecAcceptsEveryDraftOfARepeatingOutput) {

@@ -107,6 +107,8 @@ def main():
         "tg_prompt_unused": ["--tg-prompt", "4", "-p", "8", "-n", "0"],
         "model_draft": ["--model-draft", model, "-p", "8", "-n", "8"],
         "draft_max_repeat": ["--spec-repeat", "8", "--draft-max", "2", "-p", "0", "-n", "0"],
+        "adaptive_alone": ["--spec-adaptive", "-p", "8", "-n", "8"],
+        "fixed_repeat": ["--spec-repeat", "8", "--no-spec-adaptive", "-p", "0", "-n", "0", "--json"],
         # 4. empty lists
         "p_empty": ["-p", "", "-n", "8"],
         "p_comma": ["-p", ",", "-n", "8"],
@@ -155,6 +157,12 @@ def main():
     refused("--model-draft", r["model_draft"], ["--model-draft"], ["no draft model"])
     if ran("--spec-repeat 8 --draft-max 2", r["draft_max_repeat"]):
         check("--spec-ngram 3 --draft-max 2" in r["draft_max_repeat"][1], "--spec-repeat uses --draft-max 2 (ngram 3)")
+    refused("--spec-adaptive without --spec-repeat", r["adaptive_alone"], ["--spec-adaptive", "--spec-repeat"])
+    if ran("--spec-repeat 8 --draft-max 2", r["draft_max_repeat"]):
+        check("--no-spec-adaptive" not in r["draft_max_repeat"][1], "--spec-repeat is adaptive by default")
+    if ran("--spec-repeat 8 --no-spec-adaptive --json", r["fixed_repeat"]):
+        j = json.loads(next(l for l in r["fixed_repeat"][1].splitlines() if l.startswith("{")))
+        check(j.get("adaptive") is False, f"--no-spec-adaptive: adaptive false in the JSON line: {j}")
     check("--model-draft" not in helptext, "bench --help does not list --model-draft")
     check(re.search(r"--spec-ngram[^\n]*\n?[^\n]*--spec-repeat only", helptext) is not None,
           "bench --help: --spec-ngram is for --spec-repeat only")
