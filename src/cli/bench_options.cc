@@ -93,7 +93,7 @@ void check_flag_combinations(const BenchOptions& opt) {
   if (opt.spec_repeat == 0) {
     for (const char* flag : {"--spec-ngram", "--draft-max", "--speculative-config", "--spec-adaptive"}) {
       if (opt.given(flag)) {
-        throw UsageError(std::string(flag) + " only sets the drafting of the --spec-repeat test (--spec-verify "
+        throw UsageError(opt.names(flag) + " only sets the drafting of the --spec-repeat test (--spec-verify "
                          "times k = 1..K drafts of its own) and is not used without --spec-repeat N (N >= 1)");
       }
     }

@@ -38,6 +38,9 @@ struct BenchOptions {
   /// All names of the flag, e.g. "-p/--n-prompt", for messages.
   std::string names(const std::string& name) const {
     std::string out = app->get_option(name)->get_name(false, true);
+    for (size_t open = out.find('{'); open != std::string::npos; open = out.find('{')) {
+      out.erase(open, out.find('}', open) == std::string::npos ? std::string::npos : out.find('}', open) - open + 1);
+    }  // a flag's default marker, e.g. "--spec-adaptive,--no-spec-adaptive{false}"
     std::replace(out.begin(), out.end(), ',', '/');
     return out;
   }

@@ -99,9 +99,10 @@ int32_t kv_blocks_for(const Backend& backend, const ServeOptions& opt, int64_t c
 
 std::string spec_summary(const SpecDecodeOptions& spec, const DraftModel& draft) {
   if (!spec.enabled()) return "speculative decoding off";
-  if (spec.draft_model) return "speculative decoding with " + draft.describe() + " x " + std::to_string(spec.draft_max) + " drafts";
-  return "speculative decoding ngram " + std::to_string(spec.ngram_min) + ".." + std::to_string(spec.ngram_max) +
-         " x " + std::to_string(spec.draft_max) + " drafts";
+  const std::string drafts = spec.adaptive ? " x up to " + std::to_string(spec.draft_max) + " drafts (adaptive)"
+                                           : " x " + std::to_string(spec.draft_max) + " drafts";
+  if (spec.draft_model) return "speculative decoding with " + draft.describe() + drafts;
+  return "speculative decoding ngram " + std::to_string(spec.ngram_min) + ".." + std::to_string(spec.ngram_max) + drafts;
 }
 
 void warm_up(Engine& engine, const Tokenizer& tokenizer) {

@@ -50,24 +50,34 @@ void choose_draft_lengths(std::span<const double> a, std::span<const int32_t> k_
   for (size_t m = 0; m < best_m; ++m) ++k[gains[m].seq];
 }
 
-void adaptive_draft_lengths(const StepCosts& costs, double propose_s_per_draft, std::span<const double> a,
-                            std::span<const int32_t> k_max, std::span<int32_t> steps_without_drafts,
-                            std::span<int32_t> k) {
-  const auto b = static_cast<int64_t>(a.size());
-  if (costs.decode_s(std::max<int64_t>(b, 1)) <= 0) {
+void adaptive_draft_lengths(const StepCosts& costs, std::span<const double> a, std::span<const int32_t> k_max,
+                            std::span<int32_t> steps_below_max, std::span<int32_t> k) {
+  const auto b = std::max<int64_t>(static_cast<int64_t>(a.size()), 1);
+  const double decode = costs.decode_s(b);
+  if (decode <= 0) {
     std::fill(k.begin(), k.end(), 0);
     return;
   }
-  if (!costs.known()) {
+  int64_t m_max = 0;
+  for (int32_t v : k_max) m_max += v;
+  if (m_max >= 1 && !costs.prefill_measured(m_max)) {
     std::copy(k_max.begin(), k_max.end(), k.begin());
+    std::fill(steps_below_max.begin(), steps_below_max.end(), 0);
     return;
   }
-  const double per_draft = std::max(0.0, propose_s_per_draft);
-  choose_draft_lengths(a, k_max, [&](int64_t m) { return costs.step_s(b, m) + per_draft * static_cast<double>(m); },
+  // step_s(B, m) = decode_s(B) + m x prefill_token_s(m), with decode_s(B) looked up once.
+  choose_draft_lengths(a, k_max,
+                       [&](int64_t m) { return m > 0 ? decode + static_cast<double>(m) * costs.prefill_token_s(m) : decode; },
                        k);
   for (size_t i = 0; i < k.size(); ++i) {
-    if (k[i] == 0 && k_max[i] >= 1 && ++steps_without_drafts[i] >= kProbeSteps) k[i] = 1;
-    if (k[i] > 0) steps_without_drafts[i] = 0;
+    if (k[i] >= k_max[i]) {
+      steps_below_max[i] = 0;
+    } else if (steps_below_max[i] >= kProbeSteps) {
+      k[i] = std::min(k_max[i], 2 * k[i] + 1);
+      steps_below_max[i] = 0;
+    } else {
+      ++steps_below_max[i];
+    }
   }
 }
 

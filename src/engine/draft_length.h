@@ -35,7 +35,7 @@ class AcceptanceEstimate {
   static constexpr double kDecay = 0.8;
   /// Records a verify step: n >= 1 drafts, 0 <= accepted <= n. Other values are ignored.
   void record(int64_t n, int64_t accepted);
-  /// The estimate of a, in (0, 1).
+  /// The estimate of a, in [0, 1] (it reaches 0 or 1 only after thousands / hundreds of steps).
   double rate() const { return successes_ / trials_; }
 
  private:
@@ -54,15 +54,18 @@ void choose_draft_lengths(std::span<const double> a, std::span<const int32_t> k_
                           const std::function<double(int64_t)>& cost, std::span<int32_t> k);
 
 /// --spec-adaptive's choice for one step of B decoding sequences: k[i] in [0, k_max[i]] from
-/// choose_draft_lengths with cost(m) = costs.step_s(B, m) + propose_s_per_draft x m, where
-/// `propose_s_per_draft` (>= 0) is the proposer's time per draft (a draft model's passes). While
-/// `costs` knows no decode-only step, every k is 0 (one step measures it); while it knows no step
-/// with drafts or prefill tokens, k = k_max. A sequence given no drafts for kProbeSteps steps in a
-/// row gets one (`steps_without_drafts[i]` counts them; reset when it gets drafts), so its
-/// estimate follows the text: a passage it can copy may start at any time.
+/// choose_draft_lengths with cost(m) = costs.step_s(B, m) (seconds; the caller times a step from
+/// before the drafts are proposed, so the proposer's work is in it). Exploration, since only the
+/// cost of the m chosen is measured again and other m are extrapolated from it:
+///   - while `costs` knows no decode-only step, every k is 0 (one step measures it);
+///   - while the bucket of m = sum k_max (StepCosts::prefill_measured) is unmeasured, k = k_max;
+///   - a sequence whose k stayed below its k_max for kProbeSteps steps in a row gets
+///     min(k_max, 2k + 1) on the next step (`steps_below_max[i]` counts them; reset at k_max or a
+///     probe), so a cost overestimated by extrapolation, or a passage the sequence starts to copy,
+///     is found again.
+/// Sizes of a, k_max, steps_below_max and k equal; k_max[i] in [0, kMaxDraftTokens].
 inline constexpr int32_t kProbeSteps = 16;
-void adaptive_draft_lengths(const StepCosts& costs, double propose_s_per_draft, std::span<const double> a,
-                            std::span<const int32_t> k_max, std::span<int32_t> steps_without_drafts,
-                            std::span<int32_t> k);
+void adaptive_draft_lengths(const StepCosts& costs, std::span<const double> a, std::span<const int32_t> k_max,
+                            std::span<int32_t> steps_below_max, std::span<int32_t> k);
 
 }  // namespace qs

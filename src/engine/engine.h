@@ -205,7 +205,7 @@ class Engine {
   std::vector<DraftRequest> draft_requests_;  // propose_drafts()'s asks, reused
   double spec_propose_s_ = 0;
   // propose_drafts(): the decoding sequences of this step and their draft counts (room-capped,
-  // then chosen by choose_adaptive_drafts()); the proposer's learned seconds per draft (< 0: none).
+  // then chosen by choose_adaptive_drafts()).
   struct DecodingSequence {
     EngineSequence* seq;
     int32_t k;
@@ -213,7 +213,6 @@ class Engine {
   std::vector<DecodingSequence> decoding_;
   std::vector<double> adaptive_a_;
   std::vector<int32_t> adaptive_k_max_, adaptive_idle_, adaptive_k_;
-  double propose_s_per_draft_ = -1;
   int64_t spec_propose_steps_ = 0;
 
   std::atomic<int64_t> n_running_{0};

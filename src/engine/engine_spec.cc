@@ -44,21 +44,14 @@ void Engine::propose_drafts() {
   if (draft_requests_.empty()) return;
   const auto start = SteadyClock::now();
   proposer_->propose(draft_requests_);
-  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  spec_propose_s_ += seconds;
+  spec_propose_s_ += std::chrono::duration<double>(SteadyClock::now() - start).count();
   ++spec_propose_steps_;
-  int64_t proposed = 0;
-  for (const DraftRequest& r : draft_requests_) proposed += static_cast<int64_t>(r.out->size());
-  if (proposed > 0) {
-    const double per_draft = seconds / static_cast<double>(proposed);
-    propose_s_per_draft_ = propose_s_per_draft_ < 0 ? per_draft : 0.75 * propose_s_per_draft_ + 0.25 * per_draft;
-  }
 }
 
 void Engine::choose_adaptive_drafts() {
   // engine/draft_length.h: k per sequence from its acceptance estimate and the learned cost of a
   // step of these decode rows verifying m drafts (step_costs.h prices verified drafts as prefill
-  // tokens) plus the proposer's time per draft (a draft model's forward passes; ~0 for n-grams).
+  // tokens; a step is timed from before propose_drafts(), so a draft model's passes are in it).
   const size_t n = decoding_.size();
   adaptive_a_.resize(n);
   adaptive_k_max_.resize(n);
@@ -67,13 +60,12 @@ void Engine::choose_adaptive_drafts() {
   for (size_t i = 0; i < n; ++i) {
     adaptive_a_[i] = decoding_[i].seq->acceptance.rate();
     adaptive_k_max_[i] = decoding_[i].k;
-    adaptive_idle_[i] = decoding_[i].seq->steps_without_drafts;
+    adaptive_idle_[i] = decoding_[i].seq->steps_below_max;
   }
-  adaptive_draft_lengths(step_costs_, std::max(0.0, propose_s_per_draft_), adaptive_a_, adaptive_k_max_, adaptive_idle_,
-                         adaptive_k_);
+  adaptive_draft_lengths(step_costs_, adaptive_a_, adaptive_k_max_, adaptive_idle_, adaptive_k_);
   for (size_t i = 0; i < n; ++i) {
     decoding_[i].k = adaptive_k_[i];
-    decoding_[i].seq->steps_without_drafts = adaptive_idle_[i];
+    decoding_[i].seq->steps_below_max = adaptive_idle_[i];
   }
 }
 

@@ -82,23 +82,23 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
   std::vector<float> draft_probs;  // sampled drafts' q (draft model, non-greedy): [drafts, vocab]
   std::vector<int32_t> sampled;
   // --spec-adaptive (engine/draft_length.h): this sequence's acceptance and the learned cost of its
-  // decode and verify steps (engine/step_costs.h, one logits row, drafts priced as prefill tokens).
+  // decode and verify steps (engine/step_costs.h, one logits row, drafts priced as prefill tokens;
+  // a step is timed from before its drafts are proposed, as in the engine).
   AcceptanceEstimate acceptance;
   StepCosts costs(1);
-  double propose_s_per_draft = 0;
-  int32_t steps_without_drafts = 0;
+  int32_t steps_below_max = 0;
   bool done = max_new < 1 || emit(token);
   while (!done) {
     // Drafts: never past max_tokens (the token after them is sampled too) or the context.
     const int64_t room = std::min({max_new - static_cast<int64_t>(result.output_ids.size()) - 1,
                                    context - sequence.n_tokens() - 1, max_batch - 1});
     auto k = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(options.spec.draft_max, room), 0, kMaxDraftTokens));
+    const auto step_start = Clock::now();
     if (proposer && k >= 1 && options.spec.adaptive) {
       const double a = acceptance.rate();
       const int32_t k_max = k;
-      adaptive_draft_lengths(costs, propose_s_per_draft, std::span<const double>(&a, 1),
-                             std::span<const int32_t>(&k_max, 1), std::span<int32_t>(&steps_without_drafts, 1),
-                             std::span<int32_t>(&k, 1));
+      adaptive_draft_lengths(costs, std::span<const double>(&a, 1), std::span<const int32_t>(&k_max, 1),
+                             std::span<int32_t>(&steps_below_max, 1), std::span<int32_t>(&k, 1));
     }
     drafts.clear();
     draft_probs.clear();
@@ -106,16 +106,10 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
       const DraftRequest ask{1, history, k, &drafts, n_prompt, &sampling, &draft_probs};
       const auto propose_start = Clock::now();
       proposer->propose(std::span<const DraftRequest>(&ask, 1));
-      const double propose_ms = ms_since(propose_start);
-      result.spec_propose_ms += propose_ms;
+      result.spec_propose_ms += ms_since(propose_start);
       ++result.spec_propose_steps;
-      if (!drafts.empty()) {
-        const double per_draft = propose_ms / 1e3 / static_cast<double>(drafts.size());
-        propose_s_per_draft = result.spec_propose_steps == 1 ? per_draft : 0.75 * propose_s_per_draft + 0.25 * per_draft;
-      }
     }
     ++result.decode_steps;
-    const auto step_start = Clock::now();
     if (drafts.empty()) {
       token = sequence.append(std::span<const int32_t>(&result.output_ids.back(), 1), &sampling);
       costs.record(1, 0, ms_since(step_start) / 1e3);

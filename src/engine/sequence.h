@@ -69,10 +69,10 @@ struct EngineSequence : SchedSequence {
   // Speculative decoding: draft tokens verified for this sequence, and of those accepted.
   int64_t n_spec_draft = 0;
   int64_t n_spec_accepted = 0;
-  // --spec-adaptive: this sequence's acceptance rate so far, and decode steps since it was last
-  // given drafts (engine/draft_length.h's probe).
+  // --spec-adaptive: this sequence's acceptance rate so far, and decode steps in a row it was given
+  // fewer drafts than it could have (engine/draft_length.h's probe).
   AcceptanceEstimate acceptance;
-  int32_t steps_without_drafts = 0;
+  int32_t steps_below_max = 0;
   // Sampled drafts of a draft model: [draft_tokens.size() as proposed, vocab_rows] f32, row j the
   // distribution q draft j was drawn from (DraftRequest::probs); empty for point-mass drafts. The
   // scheduler may trim draft_tokens: the first n_draft rows go with the verify chunk.

@@ -66,6 +66,10 @@ double StepCosts::decode_s(int64_t n) const {
   return std::max(0.0, at(a) + slope * static_cast<double>(n - a));
 }
 
+bool StepCosts::prefill_measured(int64_t c) const {
+  return c >= 1 && prefill_tokens_[static_cast<size_t>(bucket_of(c))] > 0;
+}
+
 double StepCosts::prefill_token_s(int64_t c) const {
   const int b = bucket_of(c);
   for (int d = 0; d < kBuckets; ++d) {

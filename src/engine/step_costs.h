@@ -54,6 +54,9 @@ class StepCosts {
   double decode_s(int64_t n) const;
   /// Marginal seconds per prefill token in a step with `c` >= 1 such tokens; 0 while none measured.
   double prefill_token_s(int64_t c) const;
+  /// True once a step with c >= 1 prefill tokens in c's bucket was measured (else
+  /// prefill_token_s(c) is another bucket's figure).
+  bool prefill_measured(int64_t c) const;
   /// True once a decode step and a prefill chunk were measured (before that, predictions are 0).
   bool known() const;
 

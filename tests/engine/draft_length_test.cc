@@ -148,37 +148,44 @@ TEST(DraftLength, AcceptanceEstimateCountsTrialsUpToTheFirstRejection) {
 
 TEST(DraftLength, AdaptiveCalibratesThenChoosesThenProbes) {
   StepCosts costs(4);
-  const std::vector<double> a = {0.0, 0.9};
+  const std::vector<double> a = {0.0, 0.6};
   const std::vector<int32_t> k_max = {4, 4};
-  std::vector<int32_t> idle = {0, 0}, k(2);
+  std::vector<int32_t> below = {0, 0}, k(2);
   // Nothing measured: no drafts (a decode-only step measures decode_s).
-  adaptive_draft_lengths(costs, 0.0, a, k_max, idle, k);
+  adaptive_draft_lengths(costs, a, k_max, below, k);
   EXPECT_EQ(k, (std::vector<int32_t>{0, 0}));
-  // A decode step known, no step with drafts / prefill: the full k_max (measures their cost).
+  // A decode step known, no step with m = 8 drafts (bucket 8-15) measured: the full k_max. A
+  // prefill chunk of 100 tokens (another bucket) does not count.
   costs.record(2, 0, 0.040);
-  adaptive_draft_lengths(costs, 0.0, a, k_max, idle, k);
+  costs.record(2, 100, 0.040 + 100 * 0.004);
+  adaptive_draft_lengths(costs, a, k_max, below, k);
   EXPECT_EQ(k, (std::vector<int32_t>{4, 4}));
-  // Drafts at 5 ms each: sequence 0 (a = 0) gets none, sequence 1 (a = 0.9) its drafts while the
-  // rate rises: the exhaustive rule's answer for this cost.
-  costs.record(2, 4, 0.040 + 4 * 0.005);
+  // A step with 8 drafts at 5 ms each: sequence 0 (a = 0) gets none, sequence 1 (a = 0.6) what the
+  // exhaustive rule gives for these costs (2: 2.96 tokens / 50 ms beats 2.6 / 45 and 3.18 / 55).
+  costs.record(2, 8, 0.040 + 8 * 0.005);
   const auto cost = [&](int64_t m) { return costs.step_s(2, m); };
   std::vector<int32_t> expect(2);
   choose_draft_lengths(a, k_max, cost, expect);
-  ASSERT_EQ(expect[0], 0);
-  ASSERT_GT(expect[1], 0);
-  for (int32_t step = 1; step < kProbeSteps; ++step) {
-    adaptive_draft_lengths(costs, 0.0, a, k_max, idle, k);
+  ASSERT_EQ(expect, (std::vector<int32_t>{0, 2}));
+  for (int32_t step = 1; step <= kProbeSteps; ++step) {
+    adaptive_draft_lengths(costs, a, k_max, below, k);
     ASSERT_EQ(k, expect) << "step " << step;
-    EXPECT_EQ(idle[0], step);
-    EXPECT_EQ(idle[1], 0);
+    EXPECT_EQ(below[0], step);
+    EXPECT_EQ(below[1], step);
   }
-  // The kProbeSteps-th step without drafts gives sequence 0 a probe of one draft.
-  adaptive_draft_lengths(costs, 0.0, a, k_max, idle, k);
+  // After kProbeSteps steps below k_max, a probe of 2k + 1 drafts (capped at k_max); counters reset.
+  adaptive_draft_lengths(costs, a, k_max, below, k);
   EXPECT_EQ(k[0], 1);
-  EXPECT_EQ(idle[0], 0);
-  // A proposer that costs 1 s per draft: nobody drafts (beyond the probe rule).
-  adaptive_draft_lengths(costs, 1.0, a, k_max, idle, k);
-  EXPECT_EQ(k, (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(k[1], 4);  // min(k_max 4, 2 x 2 + 1)
+  EXPECT_EQ(below, (std::vector<int32_t>{0, 0}));
+  // Cheap drafts: both at k_max, their counters stay 0.
+  StepCosts cheap(4);
+  cheap.record(2, 0, 0.040);
+  cheap.record(2, 8, 0.0401);
+  const std::vector<double> high = {0.9, 0.9};
+  adaptive_draft_lengths(cheap, high, k_max, below, k);
+  EXPECT_EQ(k, (std::vector<int32_t>{4, 4}));
+  EXPECT_EQ(below, (std::vector<int32_t>{0, 0}));
 }
 
 }  // namespace

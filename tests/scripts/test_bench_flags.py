@@ -108,6 +108,8 @@ def main():
         "model_draft": ["--model-draft", model, "-p", "8", "-n", "8"],
         "draft_max_repeat": ["--spec-repeat", "8", "--draft-max", "2", "-p", "0", "-n", "0"],
         "adaptive_alone": ["--spec-adaptive", "-p", "8", "-n", "8"],
+        "no_adaptive_alone": ["--no-spec-adaptive", "-p", "8", "-n", "8"],
+        "db_no_adaptive": ["--decode-batch", "2", "--no-spec-adaptive"],
         "fixed_repeat": ["--spec-repeat", "8", "--no-spec-adaptive", "-p", "0", "-n", "0", "--json"],
         # 4. empty lists
         "p_empty": ["-p", "", "-n", "8"],
@@ -158,6 +160,11 @@ def main():
     if ran("--spec-repeat 8 --draft-max 2", r["draft_max_repeat"]):
         check("--spec-ngram 3 --draft-max 2" in r["draft_max_repeat"][1], "--spec-repeat uses --draft-max 2 (ngram 3)")
     refused("--spec-adaptive without --spec-repeat", r["adaptive_alone"], ["--spec-adaptive", "--spec-repeat"])
+    # The message names both spellings (the user may have typed either) without CLI11's {false} marker.
+    for label, key in (("--no-spec-adaptive without --spec-repeat", "no_adaptive_alone"),
+                       ("--decode-batch --no-spec-adaptive", "db_no_adaptive")):
+        refused(label, r[key], ["--spec-adaptive/--no-spec-adaptive"])
+        check("{" not in r[key][2], f"{label}: no CLI11 default marker in {r[key][2]!r}")
     if ran("--spec-repeat 8 --draft-max 2", r["draft_max_repeat"]):
         check("--no-spec-adaptive" not in r["draft_max_repeat"][1], "--spec-repeat is adaptive by default")
     if ran("--spec-repeat 8 --no-spec-adaptive --json", r["fixed_repeat"]):
