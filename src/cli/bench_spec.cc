@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/error.h"
 #include "core/stats.h"
+#include "engine/draft_length.h"
 #include "engine/generator.h"
 #include "engine/sequence_runner.h"
 
@@ -57,8 +57,6 @@ std::vector<double> step_seconds(SequenceRunner& sequence, const std::vector<int
   for (const auto& s : samples) medians.push_back(median(s));
   return medians;
 }
-
-double expected_tokens(double a, int32_t k) { return (1.0 - std::pow(a, k + 1)) / (1.0 - a); }
 
 }  // namespace
 

@@ -212,7 +212,7 @@ class Engine {
   };
   std::vector<DecodingSequence> decoding_;
   std::vector<double> adaptive_a_;
-  std::vector<int32_t> adaptive_k_max_, adaptive_idle_, adaptive_k_;
+  std::vector<int32_t> adaptive_k_max_, adaptive_below_, adaptive_k_;
   int64_t spec_propose_steps_ = 0;
 
   std::atomic<int64_t> n_running_{0};

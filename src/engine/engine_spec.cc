@@ -32,8 +32,7 @@ void Engine::propose_drafts() {
     const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
     // Tokens the sequence may still gain after this step's sampled one, and room in the context.
     const int64_t room = std::min<int64_t>(seq.request.max_tokens - seq.n_output() - 1, context - n_tokens);
-    decoding_.push_back({&seq, static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(options_.spec.draft_max, room), 0,
-                                                                          kMaxDraftTokens))});
+    decoding_.push_back({&seq, options_.spec.drafts_for_room(room)});
   }
   if (options_.spec.adaptive && !decoding_.empty()) choose_adaptive_drafts();
   for (const DecodingSequence& d : decoding_) {
@@ -55,17 +54,17 @@ void Engine::choose_adaptive_drafts() {
   const size_t n = decoding_.size();
   adaptive_a_.resize(n);
   adaptive_k_max_.resize(n);
-  adaptive_idle_.resize(n);
+  adaptive_below_.resize(n);
   adaptive_k_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     adaptive_a_[i] = decoding_[i].seq->acceptance.rate();
     adaptive_k_max_[i] = decoding_[i].k;
-    adaptive_idle_[i] = decoding_[i].seq->steps_below_max;
+    adaptive_below_[i] = decoding_[i].seq->steps_below_max;
   }
-  adaptive_draft_lengths(step_costs_, adaptive_a_, adaptive_k_max_, adaptive_idle_, adaptive_k_);
+  adaptive_draft_lengths(step_costs_, adaptive_a_, adaptive_k_max_, adaptive_below_, adaptive_k_);
   for (size_t i = 0; i < n; ++i) {
     decoding_[i].k = adaptive_k_[i];
-    decoding_[i].seq->steps_below_max = adaptive_idle_[i];
+    decoding_[i].seq->steps_below_max = adaptive_below_[i];
   }
 }
 

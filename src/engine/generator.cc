@@ -92,7 +92,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt_ids,
     // Drafts: never past max_tokens (the token after them is sampled too) or the context.
     const int64_t room = std::min({max_new - static_cast<int64_t>(result.output_ids.size()) - 1,
                                    context - sequence.n_tokens() - 1, max_batch - 1});
-    auto k = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(options.spec.draft_max, room), 0, kMaxDraftTokens));
+    int32_t k = options.spec.drafts_for_room(room);
     const auto step_start = Clock::now();
     if (proposer && k >= 1 && options.spec.adaptive) {
       const double a = acceptance.rate();

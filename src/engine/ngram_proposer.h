@@ -12,6 +12,7 @@
 // step (a 4096-token context with n = 3: ~12k comparisons, microseconds next to a forward step).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -36,6 +37,11 @@ struct SpecDecodeOptions {
   // so far and the learned step costs (engine/draft_length.h); false: k = min(draft_max, room).
   bool adaptive = false;
   bool enabled() const { return draft_max >= 1 && (ngram_max >= 1 || draft_model); }
+  /// Drafts a sequence may get this step: min(draft_max, room) within [0, kMaxDraftTokens], where
+  /// `room` is the tokens it may still gain after this step's sampled one (max_tokens, context).
+  int32_t drafts_for_room(int64_t room) const {
+    return static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(draft_max, room), 0, kMaxDraftTokens));
+  }
 };
 
 /// Writes `k` proposed tokens into `out` (cleared first; empty when no key matches or k < 1):

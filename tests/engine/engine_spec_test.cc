@@ -38,59 +38,39 @@ std::vector<std::vector<int32_t>> random_prompts(int n, uint32_t seed) {
   return prompts;
 }
 
+// With a fixed k (--no-spec-adaptive) and with adaptive k (which changes how many drafts a step
+// verifies, never the tokens).
 TEST_F(EngineFixture, SpecGreedyOutputsAreIdenticalAndDraftsAreAccepted) {
-  std::vector<EngineRequest> requests;
-  for (const auto& p : random_prompts(12, 11)) requests.push_back(greedy_request(p, 48));
-  std::vector<Collected> plain, spec;
-  {
-    Engine engine(*backend, tokenizer, options_with(8, 32, false));
-    plain = run_all(engine, requests);
+  for (const bool adaptive : {false, true}) {
+    SCOPED_TRACE(adaptive ? "adaptive k" : "fixed k");
+    std::vector<EngineRequest> requests;
+    for (const auto& p : random_prompts(12, adaptive ? 12 : 11)) requests.push_back(greedy_request(p, 48));
+    std::vector<Collected> plain, spec;
+    {
+      Engine engine(*backend, tokenizer, options_with(8, 32, false));
+      plain = run_all(engine, requests);
+    }
+    EngineOptions spec_options = options_with(8, 32, true);
+    spec_options.spec.adaptive = adaptive;
+    Engine engine(*backend, tokenizer, spec_options);
+    spec = run_all(engine, requests);
+    int64_t drafts = 0, accepted = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(spec[i].error, "");
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+      EXPECT_EQ(spec[i].text, plain[i].text) << "request " << i;
+      EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << "request " << i;
+      EXPECT_EQ(plain[i].spec_draft_tokens, 0);
+      drafts += spec[i].spec_draft_tokens;
+      accepted += spec[i].spec_accepted_tokens;
+    }
+    const EngineStats st = settled_stats(engine);
+    EXPECT_EQ(st.spec_draft_tokens_total, drafts);
+    EXPECT_EQ(st.spec_accepted_tokens_total, accepted);
+    EXPECT_GT(accepted, 0) << "no draft accepted: the test does not exercise verification";
+    EXPECT_LE(accepted, drafts);
+    EXPECT_EQ(st.kv_blocks_referenced, 0);
   }
-  Engine engine(*backend, tokenizer, options_with(8, 32, true));
-  spec = run_all(engine, requests);
-  int64_t drafts = 0, accepted = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(spec[i].error, "");
-    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
-    EXPECT_EQ(spec[i].text, plain[i].text) << "request " << i;
-    EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << "request " << i;
-    EXPECT_EQ(plain[i].spec_draft_tokens, 0);
-    drafts += spec[i].spec_draft_tokens;
-    accepted += spec[i].spec_accepted_tokens;
-  }
-  const EngineStats st = settled_stats(engine);
-  EXPECT_EQ(st.spec_draft_tokens_total, drafts);
-  EXPECT_EQ(st.spec_accepted_tokens_total, accepted);
-  EXPECT_GT(accepted, 0) << "no draft accepted: the test does not exercise verification";
-  EXPECT_LE(accepted, drafts);
-  EXPECT_EQ(st.kv_blocks_referenced, 0);
-}
-
-// --spec-adaptive changes how many drafts a step verifies, never the tokens: greedy outputs equal
-// those without speculation, and drafts are still verified and accepted.
-TEST_F(EngineFixture, SpecAdaptiveGreedyOutputsAreIdentical) {
-  std::vector<EngineRequest> requests;
-  for (const auto& p : random_prompts(12, 12)) requests.push_back(greedy_request(p, 48));
-  std::vector<Collected> plain, spec;
-  {
-    Engine engine(*backend, tokenizer, options_with(8, 32, false));
-    plain = run_all(engine, requests);
-  }
-  EngineOptions adaptive = options_with(8, 32, true);
-  adaptive.spec.adaptive = true;
-  Engine engine(*backend, tokenizer, adaptive);
-  spec = run_all(engine, requests);
-  int64_t drafts = 0, accepted = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(spec[i].error, "");
-    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
-    EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << "request " << i;
-    drafts += spec[i].spec_draft_tokens;
-    accepted += spec[i].spec_accepted_tokens;
-  }
-  EXPECT_GT(accepted, 0) << "no draft accepted: the test does not exercise adaptive verification";
-  EXPECT_LE(accepted, drafts);
-  EXPECT_EQ(settled_stats(engine).kv_blocks_referenced, 0);
 }
 
 TEST_F(EngineFixture, SpecSeededSampledOutputsAreIdentical) {
